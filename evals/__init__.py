@@ -1,0 +1,1 @@
+"""tooldojo's evals package; its issue fills it in."""

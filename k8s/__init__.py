@@ -1,0 +1,1 @@
+"""tooldojo's k8s package; its issue fills it in."""

@@ -1,0 +1,1 @@
+"""tooldojo's rewards package; its issue fills it in."""

@@ -1,0 +1,1 @@
+"""tooldojo's rl package; its issue fills it in."""

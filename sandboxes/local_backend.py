@@ -1,0 +1,364 @@
+"""Daemon-less backend: the tool server under bubblewrap, limits from cgroups.
+
+bwrap gives new user, PID, network, IPC, UTS and cgroup namespaces, a
+read-only root (the same debootstrap rootfs the Docker image is built from,
+or the host's /usr when that is missing), size-capped tmpfs scratch dirs and
+no capabilities. Memory, pids and CPU come from a per-sandbox cgroup when we
+may create one (root on cgroup v1 or v2); otherwise from rlimits on every
+command the tool server runs. `--die-with-parent` ties the sandbox's life to
+its owner, so a killed owner leaves nothing running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+import uuid
+from pathlib import Path
+
+import anyio
+import anyio.abc
+
+from sandboxes import owner
+from sandboxes.api import SCRATCH, WORKDIR, LineBuffer, Sandbox, Transport
+from sandboxes.errors import BackendUnavailable, SandboxDead, SandboxStartError
+from sandboxes.image import SERVER_PATH_IN_IMAGE, SERVER_SOURCE, rootfs_dir, rootfs_ready
+from sandboxes.models import SandboxConfig
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+GROUP = "tooldojo"
+
+
+# ------------------------------------------------------------------ cgroups
+class Cgroup:
+    """A per-sandbox cgroup (v1: one dir per controller; v2: one dir)."""
+
+    def __init__(self, dirs: dict[str, Path], version: int):
+        self.dirs = dirs
+        self.version = version
+
+    @staticmethod
+    def version() -> int | None:
+        if (CGROUP_ROOT / "cgroup.controllers").exists():
+            return 2
+        if (CGROUP_ROOT / "memory").is_dir() and (CGROUP_ROOT / "pids").is_dir():
+            return 1
+        return None
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        v = cls.version()
+        if v is None:
+            return False, "no cgroup v1 memory/pids hierarchy or cgroup v2 mount"
+        probe = f"probe-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        try:
+            cg = cls.create(probe, memory_mb=64, pids=16, cpus=1.0)
+            cg.remove()
+        except OSError as e:
+            return False, f"cannot create cgroups under {CGROUP_ROOT} ({e.strerror}); need root"
+        return True, f"cgroup v{v}"
+
+    @classmethod
+    def create(cls, name: str, *, memory_mb: int, pids: int, cpus: float) -> Cgroup:
+        v = cls.version()
+        mem = str(memory_mb * 1024 * 1024)
+        period = 100_000
+        quota = max(1000, int(cpus * period))
+        if v == 2:
+            parent = CGROUP_ROOT / GROUP
+            parent.mkdir(exist_ok=True)
+            _enable_v2_controllers(parent)
+            d = parent / name
+            d.mkdir()
+            _write(d / "memory.max", mem)
+            _write(d / "memory.swap.max", "0", optional=True)
+            _write(d / "pids.max", str(pids))
+            _write(d / "cpu.max", f"{quota} {period}", optional=True)
+            return cls({"unified": d}, 2)
+        if v == 1:
+            dirs = {}
+            try:
+                for ctl in ("memory", "pids", "cpu"):
+                    base = CGROUP_ROOT / ctl
+                    if not base.is_dir():
+                        continue
+                    d = base / GROUP / name
+                    d.mkdir(parents=True)
+                    dirs[ctl] = d
+                _write(dirs["memory"] / "memory.limit_in_bytes", mem)
+                _write(dirs["memory"] / "memory.memsw.limit_in_bytes", mem, optional=True)
+                _write(dirs["pids"] / "pids.max", str(pids))
+                if "cpu" in dirs:
+                    _write(dirs["cpu"] / "cpu.cfs_period_us", str(period))
+                    _write(dirs["cpu"] / "cpu.cfs_quota_us", str(quota))
+            except OSError:
+                cls(dirs, 1).remove()
+                raise
+            return cls(dirs, 1)
+        raise OSError(2, "no usable cgroup hierarchy")
+
+    def procs_files(self) -> list[str]:
+        return [str(d / "cgroup.procs") for d in self.dirs.values()]
+
+    def oom_kills(self) -> int:
+        f = self.dirs["unified"] / "memory.events" if self.version == 2 else self.dirs["memory"] / "memory.oom_control"
+        try:
+            for line in f.read_text().splitlines():
+                k, _, v = line.partition(" ")
+                if k == "oom_kill":
+                    return int(v)
+        except (OSError, ValueError, KeyError):
+            pass
+        return 0
+
+    def remove(self) -> None:
+        for d in self.dirs.values():
+            _rmdir_cgroup(d)
+
+
+def _write(path: Path, value: str, optional: bool = False) -> None:
+    try:
+        path.write_text(value)
+    except OSError:
+        if not optional:
+            raise
+
+
+def _enable_v2_controllers(parent: Path) -> None:
+    for p in (CGROUP_ROOT, parent):
+        try:
+            (p / "cgroup.subtree_control").write_text("+memory +pids +cpu")
+        except OSError:
+            pass
+
+
+def _rmdir_cgroup(d: Path) -> None:
+    # A cgroup can only go once its last process has been reaped; retry briefly.
+    for _ in range(50):
+        try:
+            d.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            procs = d / "cgroup.procs"
+            try:
+                for pid in procs.read_text().split():
+                    try:
+                        os.kill(int(pid), 9)
+                    except OSError:
+                        pass
+            except OSError:
+                pass
+            import time
+
+            time.sleep(0.02)
+
+
+# --------------------------------------------------------------- transport
+class ProcessTransport(Transport):
+    def __init__(self, proc: anyio.abc.Process, stderr_path: Path, max_line: int):
+        self.proc = proc
+        self._stderr_path = stderr_path
+        self._lines = LineBuffer(max_line)
+        self._killed = False
+
+    async def send(self, data: bytes) -> None:
+        try:
+            await self.proc.stdin.send(data)  # type: ignore[union-attr]
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as e:
+            raise SandboxDead(f"sandbox process {self.proc.pid} is gone ({type(e).__name__})") from None
+
+    async def receive_line(self) -> bytes:
+        while True:
+            line = self._lines.pop_line()
+            if line is not None:
+                return line
+            try:
+                chunk = await self.proc.stdout.receive(1 << 16)  # type: ignore[union-attr]
+            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                raise SandboxDead(f"sandbox process {self.proc.pid} exited (code {self.proc.returncode})") from None
+            self._lines.feed(chunk)
+
+    def diagnostics(self) -> str:
+        try:
+            return self._stderr_path.read_text(errors="replace").strip()[-500:]
+        except OSError:
+            return ""
+
+    async def kill(self) -> None:
+        if self._killed:
+            return
+        self._killed = True
+        if self.proc.returncode is None:
+            try:
+                self.proc.kill()
+            except ProcessLookupError:
+                pass
+        with anyio.CancelScope(shield=True):
+            await self.proc.wait()
+            await self.proc.aclose()
+        self._stderr_path.unlink(missing_ok=True)
+
+
+class LocalSandbox(Sandbox):
+    backend = "local"
+
+    def __init__(self, config: SandboxConfig, transport: ProcessTransport, sandbox_id: str, cgroup: Cgroup | None):
+        super().__init__(config, transport, sandbox_id)
+        self.cgroup = cgroup
+        self._oom_seen = cgroup.oom_kills() if cgroup else 0
+
+    async def _backend_oom(self) -> bool:
+        if self.cgroup is None:
+            return False
+        n = self.cgroup.oom_kills()
+        hit, self._oom_seen = n > self._oom_seen, n
+        return hit
+
+    async def _shutdown(self) -> None:
+        await self._transport.kill()
+        if self.cgroup is not None:
+            await anyio.to_thread.run_sync(self.cgroup.remove)
+
+    async def _mark_dead(self, why: str) -> None:
+        await super()._mark_dead(why)
+        if self.cgroup is not None:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self.cgroup.remove)
+
+    def host_pid(self) -> int:
+        return self._transport.proc.pid  # type: ignore[attr-defined]
+
+
+def bwrap_available() -> tuple[bool, str]:
+    if shutil.which("bwrap") is None:
+        return False, "bubblewrap is not installed (apt-get install bubblewrap; scripts/setup.sh does)"
+    root = rootfs_dir()
+    rootfs = f"rootfs {root}" if rootfs_ready(root) else "host /usr (no rootfs: run `dojo sandbox build-image`)"
+    cg_ok, cg = Cgroup.available()
+    return True, f"bubblewrap with {rootfs}; limits from {cg if cg_ok else 'rlimits (' + cg + ')'}"
+
+
+def bwrap_argv(cfg: SandboxConfig, server_cfg: dict) -> list[str]:
+    lim, hard = cfg.limits, cfg.hardening
+    root = Path(cfg.rootfs) if cfg.rootfs else rootfs_dir()
+    use_rootfs = rootfs_ready(root) if not cfg.rootfs else (root / "usr/bin/python3").exists()
+    if cfg.rootfs and not use_rootfs:
+        raise SandboxStartError(f"rootfs {root} has no usr/bin/python3; build one with `dojo sandbox build-image`")
+    src = root if use_rootfs else Path("/")
+    argv = ["bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    if not hard.network:
+        argv.append("--unshare-net")
+    argv += ["--die-with-parent", "--new-session", "--hostname", "sandbox", "--clearenv"]
+    for k, v in server_cfg["env"].items():
+        argv += ["--setenv", k, v]
+    argv += ["--ro-bind", str(src / "usr"), "/usr"]
+    for link in ("bin", "sbin", "lib", "lib64", "lib32", "libx32"):
+        p = src / link
+        if p.is_symlink():
+            argv += ["--symlink", os.readlink(p), f"/{link}"]
+        elif p.is_dir():
+            argv += ["--ro-bind", str(p), f"/{link}"]
+    if use_rootfs:
+        argv += ["--ro-bind", str(src / "etc"), "/etc"]
+    else:
+        # The host's /etc holds secrets and config; expose only what python needs.
+        for f in ("passwd", "group", "ld.so.cache", "localtime", "nsswitch.conf"):
+            argv += ["--ro-bind-try", f"/etc/{f}", f"/etc/{f}"]
+    argv += ["--proc", "/proc", "--dev", "/dev"]
+    for d in SCRATCH:
+        argv += ["--perms", "1777", "--size", str(lim.scratch_mb * 1024 * 1024), "--tmpfs", d]
+    argv += ["--dir", "/opt/tooldojo", "--ro-bind", str(SERVER_SOURCE), SERVER_PATH_IN_IMAGE]
+    if hard.read_only_root:
+        argv += ["--remount-ro", "/"]
+    if hard.non_root:
+        argv += ["--uid", "65534", "--gid", "65534"]
+    if hard.drop_capabilities:
+        argv += ["--cap-drop", "ALL"]
+    argv += ["--chdir", WORKDIR, "--", "python3", "-I", "-u", SERVER_PATH_IN_IMAGE, json.dumps(server_cfg)]
+    return argv
+
+
+async def start(cfg: SandboxConfig) -> LocalSandbox:
+    ok, why = bwrap_available()
+    if not ok:
+        raise BackendUnavailable(why)
+    lim = cfg.limits
+    sandbox_id = uuid.uuid4().hex[:12]
+    cgroup: Cgroup | None = None
+    try:
+        cgroup = Cgroup.create(f"{os.getpid()}-{sandbox_id}", memory_mb=lim.memory_mb, pids=lim.pids, cpus=lim.cpus)
+    except OSError:
+        cgroup = None
+    server_cfg = {
+        "workdir": WORKDIR,
+        "scratch": list(SCRATCH),
+        "max_output_bytes": lim.max_output_bytes,
+        "max_request_bytes": lim.max_request_bytes,
+        "max_file_bytes": lim.max_file_bytes,
+        "own_pid_namespace": cfg.hardening.kill_on_timeout,
+        "env": {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": WORKDIR, "LANG": "C.UTF-8"},
+        # Without a cgroup the kernel's per-namespace rlimits are our only cap.
+        "rlimit_nproc": None if cgroup else lim.pids,
+        "rlimit_as_bytes": None if cgroup else lim.memory_mb * 1024 * 1024,
+    }
+    argv = bwrap_argv(cfg, server_cfg)
+    # bwrap reads its arguments from a pipe, so host paths never show up in
+    # the sandbox's /proc/1/cmdline.
+    args_r, args_w = os.pipe()
+    split = argv.index("--")
+    os.write(args_w, b"".join(a.encode() + b"\0" for a in argv[1:split]))
+    os.close(args_w)
+    argv = ["bwrap", "--args", str(args_r), *argv[split:]]
+    if cgroup is not None:
+        # Join the cgroup before exec'ing bwrap so every sandbox process is counted.
+        join = " ".join(f"&& echo $$ > {shlex.quote(p)}" for p in cgroup.procs_files())
+        argv = ["/bin/sh", "-c", f"true {join} && exec \"$@\"", "sh", *argv]
+    fd, stderr_name = tempfile.mkstemp(prefix=f"tooldojo-{sandbox_id}-", suffix=".stderr")
+    try:
+        proc = await anyio.open_process(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=fd, pass_fds=(args_r,),
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+        )
+    except OSError as e:
+        if cgroup:
+            cgroup.remove()
+        raise SandboxStartError(f"cannot start bwrap: {e}") from None
+    finally:
+        os.close(fd)
+        os.close(args_r)
+    transport = ProcessTransport(proc, Path(stderr_name), 1 << 30)
+    sb = LocalSandbox(cfg, transport, sandbox_id, cgroup)
+    transport._lines.limit = sb._max_line
+    try:
+        await sb._request("ping", cfg.start_timeout_s)
+    except BaseException as e:
+        diag = transport.diagnostics()
+        with anyio.CancelScope(shield=True):
+            await sb.close()
+        if isinstance(e, SandboxDead):
+            raise SandboxStartError(f"local sandbox did not come up: {e} {diag}".strip()) from None
+        raise
+    return sb
+
+
+def gc(everything: bool = False) -> list[str]:
+    """Remove per-sandbox cgroups whose owner process is gone (bwrap itself dies with its owner)."""
+    removed = []
+    roots = [CGROUP_ROOT / GROUP] + [CGROUP_ROOT / c / GROUP for c in ("memory", "pids", "cpu")]
+    for root in roots:
+        if not root.is_dir():
+            continue
+        for d in root.iterdir():
+            if not d.is_dir():
+                continue
+            pid = d.name.split("-", 1)[0]
+            if everything or not pid.isdigit() or owner.process_start_time(int(pid)) is None:
+                _rmdir_cgroup(d)
+                removed.append(d.name)
+    return sorted(set(removed))

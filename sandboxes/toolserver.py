@@ -1,0 +1,512 @@
+"""The tool server: one long-lived process inside every sandbox.
+
+It speaks JSON lines on stdin/stdout (one request, one response, in order) and
+holds the episode's tool state in memory, so a tool call costs a pipe round
+trip instead of a `docker exec`. It must run on a bare python3 (the sandbox
+image has nothing else), so it imports the standard library only.
+
+Request:  {"id": 7, "op": "call_tool", "name": "kv_set", "args": {...}}
+Response: {"id": 7, "ok": true, "result": {...}}
+      or  {"id": 7, "ok": false, "error": {"type": "...", "message": "..."}}
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import inspect
+import json
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import traceback
+
+PROTOCOL_VERSION = 1
+
+DEFAULTS = {
+    "workdir": "/workspace",
+    "scratch": ["/workspace", "/tmp"],
+    "max_output_bytes": 64 * 1024,
+    "max_request_bytes": 8 * 1024 * 1024,
+    "max_file_bytes": 8 * 1024 * 1024,
+    # Only a backend that gave us our own PID namespace may set this: it lets a
+    # timeout kill every process in the sandbox, not just the command's group.
+    "own_pid_namespace": False,
+    # Applied to exec'd commands only (the daemon-less backend without cgroups).
+    "rlimit_nproc": None,
+    "rlimit_as_bytes": None,
+    "env": {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/workspace", "LANG": "C.UTF-8"},
+    "oom_paths": ["/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"],
+}
+
+
+class ToolFailure(Exception):
+    """Raised by a tool implementation for a declared, agent-readable error."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class RequestError(Exception):
+    def __init__(self, type_: str, message: str):
+        super().__init__(message)
+        self.type = type_
+        self.message = message
+
+
+class _ToolTimeout(BaseException):
+    pass
+
+
+# ---------------------------------------------------------------- test domain
+# A small built-in domain so the sandbox layer can be proven on its own: a
+# key-value store and a counter. Later packages load richer domains.
+BUILTIN_SOURCE = '''
+def kv_set(state, key: str, value: str):
+    """Store value under key; returns the previous value or null."""
+    if not isinstance(key, str) or not key:
+        raise ToolFailure("invalid_key", "key must be a non-empty string")
+    prev = state["kv"].get(key)
+    state["kv"][key] = value
+    return {"key": key, "previous": prev}
+
+def kv_get(state, key: str):
+    """Return the value stored under key."""
+    if key not in state["kv"]:
+        raise ToolFailure("not_found", f"no key {key!r}; known keys: {sorted(state['kv'])}")
+    return {"key": key, "value": state["kv"][key]}
+
+def kv_delete(state, key: str):
+    """Delete key; fails if it does not exist."""
+    if key not in state["kv"]:
+        raise ToolFailure("not_found", f"no key {key!r}")
+    del state["kv"][key]
+    return {"deleted": key}
+
+def kv_list(state, prefix: str = ""):
+    """List keys that start with prefix."""
+    return {"keys": sorted(k for k in state["kv"] if k.startswith(prefix))}
+
+def counter_incr(state, name: str, by: int = 1):
+    """Add `by` to the named counter and return its new value."""
+    if not isinstance(by, int) or isinstance(by, bool):
+        raise ToolFailure("invalid_increment", "by must be an integer")
+    state["counters"][name] = state["counters"].get(name, 0) + by
+    return {"name": name, "value": state["counters"][name]}
+
+def counter_get(state, name: str):
+    """Return the named counter's value (0 if never incremented)."""
+    return {"name": name, "value": state["counters"].get(name, 0)}
+
+TOOLS = [kv_set, kv_get, kv_delete, kv_list, counter_incr, counter_get]
+INITIAL_STATE = {"kv": {}, "counters": {}}
+'''
+
+
+class Domain:
+    def __init__(self, name: str, source: str, state: dict | None):
+        namespace: dict = {"ToolFailure": ToolFailure, "__name__": f"tooldojo_domain_{name}"}
+        try:
+            exec(compile(source, f"<domain {name}>", "exec"), namespace)
+        except Exception as e:
+            raise RequestError("DomainLoadError", f"domain {name!r} failed to load: {type(e).__name__}: {e}")
+        tools = namespace.get("TOOLS")
+        if not isinstance(tools, (list, tuple)) or not all(callable(t) for t in tools):
+            raise RequestError("DomainLoadError", f"domain {name!r} must define TOOLS as a list of functions")
+        self.name = name
+        self.source = source
+        self.tools = {t.__name__: t for t in tools}
+        initial = state if state is not None else namespace.get("INITIAL_STATE", {})
+        self.initial_state = _json_copy(initial, "initial state")
+        self.state = _json_copy(self.initial_state, "initial state")
+
+
+def _json_copy(obj, what: str):
+    try:
+        return json.loads(json.dumps(obj))
+    except (TypeError, ValueError) as e:
+        raise RequestError("StateNotSerializable", f"{what} is not JSON-serialisable: {e}")
+
+
+class Server:
+    def __init__(self, config: dict):
+        self.cfg = {**DEFAULTS, **config}
+        self.domain = Domain("builtin", BUILTIN_SOURCE, None)
+        self.in_pid_ns = bool(self.cfg["own_pid_namespace"]) and os.getpid() <= 2
+
+    # --------------------------------------------------------------- dispatch
+    def handle(self, req: dict) -> dict:
+        op = req.get("op")
+        fn = getattr(self, f"op_{op}", None) if isinstance(op, str) else None
+        if fn is None:
+            raise RequestError("UnknownOperation", f"unknown op {op!r}")
+        params = {k: v for k, v in req.items() if k not in ("id", "op")}
+        try:
+            return fn(**params)
+        except TypeError as e:
+            if _is_signature_error(e, fn):
+                raise RequestError("MalformedRequest", f"bad parameters for op {op!r}: {e}")
+            raise
+
+    def op_ping(self):
+        return {"pong": True, "pid": os.getpid(), "protocol": PROTOCOL_VERSION, "domain": self.domain.name}
+
+    # ------------------------------------------------------------------ tools
+    def op_load_domain(self, name: str, source: str, state=None):
+        self.domain = Domain(name, source, state)
+        return {"domain": name, "tools": sorted(self.domain.tools)}
+
+    def op_list_tools(self):
+        out = []
+        for name, fn in sorted(self.domain.tools.items()):
+            out.append({"name": name, "doc": inspect.getdoc(fn) or "", "signature": str(inspect.signature(fn))})
+        return {"domain": self.domain.name, "tools": out}
+
+    def op_call_tool(self, name: str, args=None, timeout: float | None = None):
+        args = {} if args is None else args
+        fn = self.domain.tools.get(name)
+        if fn is None:
+            return _tool_error("unknown_tool", f"unknown tool {name!r}; available: {sorted(self.domain.tools)}")
+        if not isinstance(args, dict):
+            return _tool_error("invalid_arguments", f"arguments must be a JSON object, got {type(args).__name__}")
+        try:
+            inspect.signature(fn).bind(None, **args)
+        except TypeError as e:
+            return _tool_error("invalid_arguments", f"{name}: {e}")
+        # Work on a copy so a tool that fails half-way leaves the world unchanged.
+        working = copy.deepcopy(self.domain.state)
+        old = signal.signal(signal.SIGALRM, _raise_tool_timeout)
+        if timeout:
+            signal.setitimer(signal.ITIMER_REAL, float(timeout))
+        try:
+            output = fn(working, **args)
+            json.dumps(output)
+        except ToolFailure as e:
+            return _tool_error("tool_failure", e.message, code=e.code)
+        except _ToolTimeout:
+            return _tool_error("timeout", f"{name} did not finish within {timeout}s")
+        except (TypeError, ValueError) as e:
+            if "JSON serializable" in str(e) or "Circular" in str(e):
+                return _tool_error("internal_error", f"{name} returned a value that is not JSON: {e}")
+            return _tool_error("internal_error", _short_tb(e))
+        except RecursionError as e:
+            return _tool_error("internal_error", f"{name}: {e}")
+        except Exception as e:
+            return _tool_error("internal_error", _short_tb(e))
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+        self.domain.state = working
+        return {"ok": True, "output": output}
+
+    def op_snapshot(self):
+        return {"domain": self.domain.name, "state": _json_copy(self.domain.state, "state")}
+
+    def op_restore(self, state, domain: str | None = None):
+        if domain is not None and domain != self.domain.name:
+            raise RequestError("DomainMismatch", f"snapshot is of domain {domain!r}, sandbox has {self.domain.name!r}")
+        self.domain.state = _json_copy(state, "restored state")
+        return {"restored": True}
+
+    def op_reset(self, state=None):
+        killed = self._kill_strays()
+        self._clear_scratch()
+        self.domain.state = _json_copy(self.domain.initial_state if state is None else state, "state")
+        return {"killed": killed}
+
+    # ------------------------------------------------------------------ files
+    def _confine(self, path: str) -> str:
+        if not isinstance(path, str) or not path or "\x00" in path:
+            raise RequestError("PathOutsideSandbox", f"invalid path {path!r}")
+        full = os.path.normpath(os.path.join(self.cfg["workdir"], path))
+        real = os.path.realpath(full)
+        for root in self.cfg["scratch"]:
+            if real == root or real.startswith(root.rstrip("/") + "/"):
+                return real
+        raise RequestError("PathOutsideSandbox", f"{path!r} is outside the writable scratch dirs {self.cfg['scratch']}")
+
+    def op_write_file(self, path: str, data_b64: str, mode: int = 0o644):
+        real = self._confine(path)
+        data = base64.b64decode(data_b64)
+        os.makedirs(os.path.dirname(real), exist_ok=True)
+        try:
+            with open(real, "wb") as f:
+                f.write(data)
+            os.chmod(real, mode)
+        except OSError as e:
+            raise RequestError("FileError", f"cannot write {path!r}: {e.strerror}")
+        return {"path": real, "bytes": len(data)}
+
+    def op_read_file(self, path: str):
+        real = self._confine(path)
+        try:
+            size = os.path.getsize(real)
+            if size > self.cfg["max_file_bytes"]:
+                raise RequestError("FileTooLarge", f"{path!r} is {size} bytes; the limit is {self.cfg['max_file_bytes']}")
+            with open(real, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            raise RequestError("FileNotFound", f"no file {path!r} in the sandbox")
+        except IsADirectoryError:
+            raise RequestError("FileError", f"{path!r} is a directory")
+        return {"path": real, "data_b64": base64.b64encode(data).decode()}
+
+    # ------------------------------------------------------------------- exec
+    def op_exec(self, cmd, timeout: float = 30.0, stdin_b64: str | None = None, env=None, cwd: str | None = None):
+        if isinstance(cmd, str):
+            argv = ["/bin/sh", "-c", cmd]
+        elif isinstance(cmd, list) and cmd and all(isinstance(c, str) for c in cmd):
+            argv = cmd
+        else:
+            raise RequestError("MalformedRequest", "cmd must be a string or a non-empty list of strings")
+        stdin_data = base64.b64decode(stdin_b64) if stdin_b64 else b""
+        run_env = dict(self.cfg["env"])
+        run_env.update(env or {})
+        oom_before = self._oom_count()
+        started = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                cwd=self._confine(cwd) if cwd else self.cfg["workdir"], env=run_env,
+                start_new_session=True, close_fds=True, preexec_fn=self._child_setup,
+            )
+        except OSError as e:
+            # EAGAIN under a pids limit, ENOENT for a missing program.
+            return {"exit_code": 127 if isinstance(e, FileNotFoundError) else 126, "stdout_b64": "",
+                    "stderr_b64": base64.b64encode(f"cannot start {argv[0]}: {e.strerror}".encode()).decode(),
+                    "timed_out": False, "truncated": False, "oom_killed": False, "duration_s": 0.0}
+        out, err, truncated, timed_out = self._pump(proc, stdin_data, started + float(timeout))
+        if timed_out:
+            self._kill_group(proc.pid)
+        try:
+            rc = proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._kill_group(proc.pid)
+            rc = proc.wait()
+        if timed_out:
+            self._kill_strays()  # whatever escaped the group (setsid, double fork)
+        self._reap()
+        oom = self._oom_count() > oom_before
+        return {"exit_code": rc if rc >= 0 else 128 - rc, "stdout_b64": base64.b64encode(out).decode(),
+                "stderr_b64": base64.b64encode(err).decode(), "timed_out": timed_out, "truncated": truncated,
+                "oom_killed": oom, "duration_s": round(time.monotonic() - started, 4)}
+
+    def _child_setup(self):
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if self.cfg["rlimit_nproc"]:
+            resource.setrlimit(resource.RLIMIT_NPROC, (self.cfg["rlimit_nproc"],) * 2)
+        if self.cfg["rlimit_as_bytes"]:
+            resource.setrlimit(resource.RLIMIT_AS, (self.cfg["rlimit_as_bytes"],) * 2)
+        # Make the command, not the tool server, the OOM killer's first choice.
+        try:
+            with open("/proc/self/oom_score_adj", "w") as f:
+                f.write("1000")
+        except OSError:
+            pass
+
+    def _pump(self, proc, stdin_data: bytes, deadline: float):
+        cap = int(self.cfg["max_output_bytes"])
+        out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+        bufs = {out_fd: bytearray(), err_fd: bytearray()}
+        truncated = False
+        sel = selectors.DefaultSelector()
+        for fd in bufs:
+            os.set_blocking(fd, False)
+            sel.register(fd, selectors.EVENT_READ)
+        in_fd = proc.stdin.fileno()
+        os.set_blocking(in_fd, False)
+        pending = memoryview(stdin_data)
+        if pending:
+            sel.register(in_fd, selectors.EVENT_WRITE)
+        else:
+            proc.stdin.close()
+        exited_at = None
+        while sel.get_map():
+            now = time.monotonic()
+            if now >= deadline:
+                self._close_pipes(proc)
+                return bytes(bufs[out_fd]), bytes(bufs[err_fd]), truncated, True
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            # A background child may keep the pipes open after the command
+            # exits; stop reading shortly after the command itself is gone.
+            if exited_at is not None and now - exited_at > 0.2:
+                break
+            for key, _ in sel.select(timeout=min(0.05, deadline - now)):
+                fd = key.fd
+                if fd == in_fd:
+                    try:
+                        n = os.write(fd, pending[:65536])
+                        pending = pending[n:]
+                    except (BrokenPipeError, BlockingIOError):
+                        pending = pending[:0]
+                    if not pending:
+                        sel.unregister(fd)
+                        proc.stdin.close()
+                    continue
+                try:
+                    chunk = os.read(fd, 65536)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    sel.unregister(fd)
+                    continue
+                room = cap - len(bufs[fd])
+                if room > 0:
+                    bufs[fd] += chunk[:room]
+                if len(chunk) > room:
+                    truncated = True  # keep draining so the writer never blocks
+        self._close_pipes(proc)
+        return bytes(bufs[out_fd]), bytes(bufs[err_fd]), truncated, False
+
+    @staticmethod
+    def _close_pipes(proc):
+        for f in (proc.stdin, proc.stdout, proc.stderr):
+            try:
+                f.close()
+            except OSError:
+                pass
+
+    def _kill_group(self, pgid: int):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def _strays(self) -> list[int]:
+        me = os.getpid()
+        pids = []
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                pid = int(name)
+                if pid != me and pid != 1:
+                    pids.append(pid)
+        return pids
+
+    def _kill_strays(self) -> int:
+        """Kill every process in the sandbox but us (fork bombs included)."""
+        if not self.in_pid_ns:
+            return 0
+        killed = 0
+        for _ in range(200):
+            strays = self._strays()
+            if not strays:
+                break
+            killed = max(killed, len(strays))
+            try:
+                os.kill(-1, signal.SIGKILL)  # everything we may signal except PID 1 and ourselves
+            except ProcessLookupError:
+                pass
+            self._reap()
+            time.sleep(0.002)
+        self._reap()
+        return killed
+
+    def _reap(self):
+        # As PID 1 of a container we inherit orphans; collect them so they do
+        # not hold slots under the pids limit.
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+
+    def _clear_scratch(self):
+        for root in self.cfg["scratch"]:
+            try:
+                entries = list(os.scandir(root))
+            except OSError:
+                continue
+            for entry in entries:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        shutil.rmtree(entry.path, ignore_errors=True)
+                    else:
+                        os.unlink(entry.path)
+                except OSError:
+                    pass
+
+    def _oom_count(self) -> int:
+        for path in self.cfg["oom_paths"]:
+            try:
+                with open(path) as f:
+                    for line in f:
+                        k, _, v = line.partition(" ")
+                        if k == "oom_kill":
+                            return int(v)
+            except (OSError, ValueError):
+                continue
+        return 0
+
+
+def _raise_tool_timeout(signum, frame):
+    raise _ToolTimeout()
+
+
+def _tool_error(kind: str, message: str, code: str | None = None) -> dict:
+    return {"ok": False, "error": {"kind": kind, "message": message, "code": code}}
+
+
+def _short_tb(e: BaseException) -> str:
+    frames = traceback.extract_tb(e.__traceback__)
+    where = next((f"line {f.lineno} in {f.name}" for f in reversed(frames) if f.filename.startswith("<domain")), "")
+    return f"{type(e).__name__}: {e}" + (f" ({where})" if where else "")
+
+
+def _is_signature_error(e: TypeError, fn) -> bool:
+    return e.__traceback__ is not None and e.__traceback__.tb_next is None
+
+
+def serve(config: dict, rfile=None, wfile=None) -> None:
+    rfile = rfile or sys.stdin.buffer
+    wfile = wfile or sys.stdout.buffer
+    server = Server(config)
+    limit = int(server.cfg["max_request_bytes"])
+    while True:
+        line = rfile.readline(limit + 1)
+        if not line:
+            return  # our owner went away: exit, and the sandbox goes with us
+        if len(line) > limit and not line.endswith(b"\n"):
+            while line and not line.endswith(b"\n"):  # discard the rest of the oversized line
+                line = rfile.readline(limit + 1)
+            resp = {"id": None, "ok": False, "error": {"type": "RequestTooLarge",
+                    "message": f"request exceeds {limit} bytes"}}
+        else:
+            resp = _respond(server, line)
+        wfile.write(json.dumps(resp, separators=(",", ":")).encode() + b"\n")
+        wfile.flush()
+        if resp.get("shutdown"):
+            return
+
+
+def _respond(server: Server, line: bytes) -> dict:
+    try:
+        req = json.loads(line)
+    except ValueError as e:
+        return {"id": None, "ok": False, "error": {"type": "MalformedRequest", "message": f"not JSON: {e}"}}
+    if not isinstance(req, dict):
+        return {"id": None, "ok": False, "error": {"type": "MalformedRequest", "message": "request must be an object"}}
+    rid = req.get("id")
+    if req.get("op") == "shutdown":
+        return {"id": rid, "ok": True, "result": {}, "shutdown": True}
+    try:
+        return {"id": rid, "ok": True, "result": server.handle(req)}
+    except RequestError as e:
+        return {"id": rid, "ok": False, "error": {"type": e.type, "message": e.message}}
+    except Exception as e:  # the server must survive anything a request does
+        return {"id": rid, "ok": False, "error": {"type": "ServerError", "message": _short_tb(e)}}
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    serve(json.loads(sys.argv[1]) if len(sys.argv) > 1 else {})

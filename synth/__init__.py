@@ -1,0 +1,1 @@
+"""tooldojo's synth package; its issue fills it in."""

@@ -1,0 +1,1 @@
+"""The root of the `dojo` CLI; each package mounts its own sub-commands."""

@@ -1,0 +1,1 @@
+"""tooldojo's toolzoo package; its issue fills it in."""
