@@ -8,6 +8,8 @@
 """
 
 from sandboxes.api import Sandbox, open_sandbox
+from sandboxes.pool import SandboxPool, reap_orphans
+from sandboxes.sync import SyncSandbox
 from sandboxes.errors import (
     BackendUnavailable,
     ImageNotFound,
@@ -38,6 +40,6 @@ from sandboxes.models import (
 __all__ = [
     "BackendUnavailable", "DomainBundle", "ExecResult", "Hardening", "ImageNotFound", "Limits",
     "PathOutsideSandbox", "PoolClosed", "PoolExhausted", "ProtocolError", "RequestFailed", "RequestTooLarge",
-    "Sandbox", "SandboxConfig", "SandboxDead", "SandboxError", "SandboxFileNotFound", "SandboxStartError",
+    "Sandbox", "SandboxConfig", "SandboxPool", "SyncSandbox", "reap_orphans", "SandboxDead", "SandboxError", "SandboxFileNotFound", "SandboxStartError",
     "SandboxTimeout", "Snapshot", "ToolError", "ToolResult", "open_sandbox", "state_digest",
 ]
