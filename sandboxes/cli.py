@@ -203,7 +203,7 @@ def demo(backend: str = BackendOpt) -> None:
                     if kind == "tool":
                         r = await sb.call_tool(*arg)
                         action = f"{arg[0]}({json.dumps(arg[1])})"
-                        shown = json.dumps(r.output) if r.ok else f"[red]{r.kind}[/]: {r.message}"
+                        shown = json.dumps(r.output) if r.ok else f"[red]{r.kind} ({r.code})[/]: {r.message}"
                     elif kind == "exec":
                         r = await sb.exec(arg, timeout=10)
                         action = f"$ {arg}"

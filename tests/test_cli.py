@@ -57,7 +57,8 @@ def test_doctor_says_why_docker_fails():
 def test_demo_runs_an_episode(backend):
     r = dojo("sandbox", "demo", "--backend", backend)
     assert r.returncode == 0, r.stderr
-    assert "kv_set" in r.stdout and "not_found" in r.stdout and "Read-only" in r.stdout
+    assert "kv_set" in r.stdout and "not_found" in r.stdout
+    assert "Read-only" in r.stdout or "Permission denied" in r.stdout
 
 
 def test_gc_runs():
