@@ -24,7 +24,6 @@ import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -36,14 +35,14 @@ sys.path[:] = [p for p in sys.path if Path(p or os.getcwd()).resolve() != _HERE]
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
-import anyio  # noqa: E402
-from rich.console import Console  # noqa: E402
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: E402
+import anyio
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from sandboxes import SandboxConfig, SandboxFileNotFound, SandboxPool, open_sandbox  # noqa: E402
-from sandboxes.api import Sandbox  # noqa: E402
-from sandboxes.backends import resolve_backend  # noqa: E402
-from sandboxes.errors import SandboxError  # noqa: E402
+from sandboxes import SandboxConfig, SandboxFileNotFound, SandboxPool, open_sandbox
+from sandboxes.api import Sandbox
+from sandboxes.backends import resolve_backend
+from sandboxes.errors import SandboxError
 
 console = Console(stderr=True, highlight=False)
 
@@ -107,8 +106,12 @@ def count(key: str, quick: bool) -> int:
 
 def progress() -> Progress:
     return Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=console, transient=True,
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
     )
 
 
@@ -236,7 +239,7 @@ async def close_all(sandboxes: list[Sandbox], limit: int = 16) -> float:
         async with lim:
             try:
                 await sb.close()
-            except Exception as e:  # keep closing the others
+            except Exception as e:  # noqa: BLE001 - keep closing the others
                 console.print(f"[yellow]close of {sb.id} failed: {type(e).__name__}: {e}")
 
     with anyio.CancelScope(shield=True):
@@ -436,7 +439,7 @@ async def bench_concurrency(
                         return
                     try:
                         sb = await open_sandbox(cfg)
-                    except Exception as e:  # record what limited us and stop launching more
+                    except Exception as e:  # noqa: BLE001 - record what limited us, stop launching
                         errors.append(f"start #{i}: {type(e).__name__}: {e}")
                         stop = True
                         return
@@ -477,7 +480,7 @@ async def bench_concurrency(
         if live:
             try:
                 out.update(await anyio.to_thread.run_sync(measure_memory, list(live), backend))
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001
                 out["rss_per_sandbox_mb"] = None
                 errors.append(f"memory measurement: {type(e).__name__}: {e}")
             # Still all there after the memory walk?
@@ -518,8 +521,12 @@ async def leftovers(backend: str) -> dict[str, Any]:
     await anyio.sleep(0.2)
     cgroups = [
         str(d)
-        for root in ("/sys/fs/cgroup/tooldojo", "/sys/fs/cgroup/memory/tooldojo", "/sys/fs/cgroup/pids/tooldojo",
-                     "/sys/fs/cgroup/cpu/tooldojo")
+        for root in (
+            "/sys/fs/cgroup/tooldojo",
+            "/sys/fs/cgroup/memory/tooldojo",
+            "/sys/fs/cgroup/pids/tooldojo",
+            "/sys/fs/cgroup/cpu/tooldojo",
+        )
         if Path(root).is_dir()
         for d in Path(root).iterdir()
         if d.is_dir() and d.name.startswith(f"{me}-")
@@ -546,10 +553,14 @@ async def run(args: argparse.Namespace, result: dict[str, Any]) -> None:
         try:
             res = await fn()
             result.update(res)
-            shown = {k: v for k, v in res.items() if k.endswith(("_p50_ms", "_p99_ms")) or k in
-                     ("max_concurrent", "concurrent_start_wall_s", "rss_per_sandbox_mb", "max_concurrent_error")}
+            shown = {
+                k: v
+                for k, v in res.items()
+                if k.endswith(("_p50_ms", "_p99_ms"))
+                or k in ("max_concurrent", "concurrent_start_wall_s", "rss_per_sandbox_mb", "max_concurrent_error")
+            }
             console.print(f"[green]✓[/] {name}: {shown}")
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001
             errors[name] = f"{type(e).__name__}: {e}"
             console.print(f"[red]✗ {name}: {type(e).__name__}: {e}")
         finally:
@@ -576,9 +587,20 @@ def finish(result: dict[str, Any], quick: bool) -> None:
     tc, de, se = g("tool_call_p50_ms"), g("docker_exec_p50_ms"), g("spawn_exec_p50_ms")
     result["speedup_vs_docker_exec"] = round(de / tc, 1) if de and tc else None
     result["speedup_vs_spawn_exec"] = round(se / tc, 1) if se and tc else None
-    for key in ("tool_call_p50_ms", "tool_call_p99_ms", "docker_exec_p50_ms", "exec_p50_ms", "spawn_exec_p50_ms",
-                "reset_p50_ms", "acquire_p50_ms", "fresh_start_p50_ms", "max_concurrent", "concurrent_start_wall_s",
-                "rss_per_sandbox_mb", "max_concurrent_error"):
+    for key in (
+        "tool_call_p50_ms",
+        "tool_call_p99_ms",
+        "docker_exec_p50_ms",
+        "exec_p50_ms",
+        "spawn_exec_p50_ms",
+        "reset_p50_ms",
+        "acquire_p50_ms",
+        "fresh_start_p50_ms",
+        "max_concurrent",
+        "concurrent_start_wall_s",
+        "rss_per_sandbox_mb",
+        "max_concurrent_error",
+    ):
         result.setdefault(key, None)
 
     def le(v: Any, t: float) -> bool | None:
@@ -607,12 +629,27 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--backend", choices=["auto", "docker", "local"], default="auto")
     ap.add_argument("--quick", action="store_true", help="fewer samples and 24 sandboxes; under a minute")
-    ap.add_argument("--max-sandboxes", type=int, default=None, metavar="N",
-                    help="live sandboxes to hold at once (default 200 full, 24 quick)")
-    ap.add_argument("--start-concurrency", type=int, default=None, metavar="N",
-                    help="sandboxes starting at the same time in the density test (default 8)")
-    ap.add_argument("--start-deadline", type=float, default=None, metavar="S",
-                    help="stop launching sandboxes after S seconds (default 25 quick, 480 full)")
+    ap.add_argument(
+        "--max-sandboxes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="live sandboxes to hold at once (default 200 full, 24 quick)",
+    )
+    ap.add_argument(
+        "--start-concurrency",
+        type=int,
+        default=None,
+        metavar="N",
+        help="sandboxes starting at the same time in the density test (default 8)",
+    )
+    ap.add_argument(
+        "--start-deadline",
+        type=float,
+        default=None,
+        metavar="S",
+        help="stop launching sandboxes after S seconds (default 25 quick, 480 full)",
+    )
     args = ap.parse_args()
     if args.max_sandboxes is not None and args.max_sandboxes < 1:
         ap.error("--max-sandboxes must be >= 1")
@@ -620,8 +657,12 @@ def main() -> int:
     result: dict[str, Any] = {
         "backend": None,
         "quick": bool(args.quick),
-        "machine": {"cpus": os.cpu_count(), "mem_gb": mem_total_gb(), "kernel": platform.release(),
-                    "python": platform.python_version()},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "mem_gb": mem_total_gb(),
+            "kernel": platform.release(),
+            "python": platform.python_version(),
+        },
     }
     t0 = time.perf_counter()
     rc = 0
@@ -630,7 +671,7 @@ def main() -> int:
     except KeyboardInterrupt:
         result["error"] = "interrupted"
         rc = 130
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001
         result["error"] = f"{type(e).__name__}: {e}"
         rc = 1
     result["wall_s"] = round(time.perf_counter() - t0, 2)

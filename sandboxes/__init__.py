@@ -8,8 +8,6 @@
 """
 
 from sandboxes.api import Sandbox, open_sandbox
-from sandboxes.pool import SandboxPool, reap_orphans
-from sandboxes.sync import SyncSandbox
 from sandboxes.errors import (
     BackendUnavailable,
     ImageNotFound,
@@ -36,10 +34,35 @@ from sandboxes.models import (
     ToolResult,
     state_digest,
 )
+from sandboxes.pool import SandboxPool, reap_orphans
+from sandboxes.sync import SyncSandbox
 
 __all__ = [
-    "BackendUnavailable", "DomainBundle", "ExecResult", "Hardening", "ImageNotFound", "Limits",
-    "PathOutsideSandbox", "PoolClosed", "PoolExhausted", "ProtocolError", "RequestFailed", "RequestTooLarge",
-    "Sandbox", "SandboxConfig", "SandboxPool", "SyncSandbox", "reap_orphans", "SandboxDead", "SandboxError", "SandboxFileNotFound", "SandboxStartError",
-    "SandboxTimeout", "Snapshot", "ToolError", "ToolResult", "open_sandbox", "state_digest",
+    "BackendUnavailable",
+    "DomainBundle",
+    "ExecResult",
+    "Hardening",
+    "ImageNotFound",
+    "Limits",
+    "PathOutsideSandbox",
+    "PoolClosed",
+    "PoolExhausted",
+    "ProtocolError",
+    "RequestFailed",
+    "RequestTooLarge",
+    "Sandbox",
+    "SandboxConfig",
+    "SandboxDead",
+    "SandboxError",
+    "SandboxFileNotFound",
+    "SandboxPool",
+    "SandboxStartError",
+    "SandboxTimeout",
+    "Snapshot",
+    "SyncSandbox",
+    "ToolError",
+    "ToolResult",
+    "open_sandbox",
+    "reap_orphans",
+    "state_digest",
 ]

@@ -43,14 +43,47 @@ EXEC_GRACE_S = 10.0
 
 
 class Transport(ABC):
-    """A byte stream to the tool server plus the means to kill what is behind it."""
+    """A byte stream to the tool server plus the means to kill what is behind it.
+
+    Backends provide the raw stream (`_send_raw`, `_receive_raw`); framing into
+    lines and the mapping of a broken stream to SandboxDead live here.
+    """
+
+    _STREAM_ERRORS = (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
+
+    def __init__(self, max_line: int):
+        self.lines = LineBuffer(max_line)
 
     @abstractmethod
-    async def send(self, data: bytes) -> None: ...
+    async def _send_raw(self, data: bytes) -> None: ...
 
     @abstractmethod
+    async def _receive_raw(self) -> bytes:
+        """Some bytes from the stream; raises one of _STREAM_ERRORS when it ends."""
+
+    def _feed(self, chunk: bytes) -> None:
+        """Turn received bytes into tool-server stdout (docker overrides to demultiplex)."""
+        self.lines.feed(chunk)
+
+    @abstractmethod
+    def describe(self) -> str:
+        """What is behind the stream, for error messages."""
+
+    async def send(self, data: bytes) -> None:
+        try:
+            await self._send_raw(data)
+        except self._STREAM_ERRORS as e:
+            raise SandboxDead(f"{self.describe()} is gone ({type(e).__name__})") from None
+
     async def receive_line(self) -> bytes:
         """Next full line from the tool server's stdout; raises SandboxDead on EOF."""
+        while (line := self.lines.pop_line()) is None:
+            try:
+                chunk = await self._receive_raw()
+            except self._STREAM_ERRORS:
+                raise SandboxDead(f"{self.describe()} exited") from None
+            self._feed(chunk)
+        return line
 
     @abstractmethod
     async def kill(self) -> None:

@@ -20,7 +20,7 @@ import anyio
 import anyio.abc
 
 from sandboxes import owner
-from sandboxes.api import SCRATCH, WORKDIR, LineBuffer, Sandbox, Transport
+from sandboxes.api import SCRATCH, WORKDIR, Sandbox, Transport
 from sandboxes.errors import BackendUnavailable, ImageNotFound, SandboxDead, SandboxStartError
 from sandboxes.image import SERVER_PATH_IN_IMAGE, resolve_image
 from sandboxes.models import SandboxConfig
@@ -59,30 +59,25 @@ class DockerTransport(Transport):
     """Docker's attach stream: stdin raw, stdout/stderr in 8-byte-header frames."""
 
     def __init__(self, stream: anyio.abc.SocketStream, container_id: str, max_line: int):
+        super().__init__(max_line)
         self._stream = stream
         self.container_id = container_id
         self._raw = bytearray()
-        self._lines = LineBuffer(max_line)
         self._stderr = bytearray()
         self._killed = False
 
-    async def send(self, data: bytes) -> None:
-        try:
-            await self._stream.send(data)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as e:
-            raise SandboxDead(f"container {self.container_id[:12]} stream closed ({type(e).__name__})") from None
+    def describe(self) -> str:
+        return f"container {self.container_id[:12]}"
 
-    async def receive_line(self) -> bytes:
-        while True:
-            line = self._lines.pop_line()
-            if line is not None:
-                return line
-            try:
-                chunk = await self._stream.receive(1 << 16)
-            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                raise SandboxDead(f"container {self.container_id[:12]} exited") from None
-            self._raw += chunk
-            self._demux()
+    async def _send_raw(self, data: bytes) -> None:
+        await self._stream.send(data)
+
+    async def _receive_raw(self) -> bytes:
+        return await self._stream.receive(1 << 16)
+
+    def _feed(self, chunk: bytes) -> None:
+        self._raw += chunk
+        self._demux()
 
     def _demux(self) -> None:
         raw = self._raw
@@ -92,7 +87,7 @@ class DockerTransport(Transport):
                 return
             payload = bytes(raw[8 : 8 + size])
             if raw[0] == STDOUT:
-                self._lines.feed(payload)
+                self.lines.feed(payload)
             else:
                 self._stderr = (self._stderr + payload)[-8192:]
             del raw[: 8 + size]
@@ -153,9 +148,6 @@ class DockerSandbox(Sandbox):
                 return
         await t.kill()
 
-    async def _backend_oom(self) -> bool:
-        return False
-
     def host_pid(self) -> int:
         return int(client().api.inspect_container(self.container_id)["State"]["Pid"])
 
@@ -208,7 +200,7 @@ async def start(cfg: SandboxConfig) -> DockerSandbox:
     c = await anyio.to_thread.run_sync(client)
     image = resolve_image(cfg.image)
     sandbox_id = uuid.uuid4().hex[:12]
-    name = f"tooldojo-{owner.OWNER_PID}-{sandbox_id}"
+    name = f"tooldojo-{os.getpid()}-{sandbox_id}"
     try:
         container = await anyio.to_thread.run_sync(
             functools.partial(c.api.create_container, image, **_create_args(c, cfg, name))
@@ -238,7 +230,7 @@ async def start(cfg: SandboxConfig) -> DockerSandbox:
             await anyio.to_thread.run_sync(_remove, cid)
         raise
     sb = DockerSandbox(cfg, transport, sandbox_id)
-    transport._lines.limit = sb._max_line
+    transport.lines.limit = sb._max_line
     try:
         with anyio.fail_after(cfg.start_timeout_s):
             await sb._request("ping", cfg.start_timeout_s)

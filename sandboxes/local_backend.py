@@ -24,7 +24,7 @@ import anyio
 import anyio.abc
 
 from sandboxes import owner
-from sandboxes.api import SCRATCH, WORKDIR, LineBuffer, Sandbox, Transport
+from sandboxes.api import SCRATCH, WORKDIR, Sandbox, Transport
 from sandboxes.errors import BackendUnavailable, SandboxDead, SandboxStartError
 from sandboxes.image import SERVER_PATH_IN_IMAGE, SERVER_SOURCE, rootfs_dir, rootfs_ready
 from sandboxes.models import SandboxConfig
@@ -162,27 +162,19 @@ def _rmdir_cgroup(d: Path) -> None:
 # --------------------------------------------------------------- transport
 class ProcessTransport(Transport):
     def __init__(self, proc: anyio.abc.Process, stderr_path: Path, max_line: int):
+        super().__init__(max_line)
         self.proc = proc
         self._stderr_path = stderr_path
-        self._lines = LineBuffer(max_line)
         self._killed = False
 
-    async def send(self, data: bytes) -> None:
-        try:
-            await self.proc.stdin.send(data)  # type: ignore[union-attr]
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as e:
-            raise SandboxDead(f"sandbox process {self.proc.pid} is gone ({type(e).__name__})") from None
+    def describe(self) -> str:
+        return f"sandbox process {self.proc.pid}"
 
-    async def receive_line(self) -> bytes:
-        while True:
-            line = self._lines.pop_line()
-            if line is not None:
-                return line
-            try:
-                chunk = await self.proc.stdout.receive(1 << 16)  # type: ignore[union-attr]
-            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                raise SandboxDead(f"sandbox process {self.proc.pid} exited (code {self.proc.returncode})") from None
-            self._lines.feed(chunk)
+    async def _send_raw(self, data: bytes) -> None:
+        await self.proc.stdin.send(data)  # type: ignore[union-attr]
+
+    async def _receive_raw(self) -> bytes:
+        return await self.proc.stdout.receive(1 << 16)  # type: ignore[union-attr]
 
     def diagnostics(self) -> str:
         try:
@@ -334,7 +326,7 @@ async def start(cfg: SandboxConfig) -> LocalSandbox:
         os.close(args_r)
     transport = ProcessTransport(proc, Path(stderr_name), 1 << 30)
     sb = LocalSandbox(cfg, transport, sandbox_id, cgroup)
-    transport._lines.limit = sb._max_line
+    transport.lines.limit = sb._max_line
     try:
         await sb._request("ping", cfg.start_timeout_s)
     except BaseException as e:

@@ -24,9 +24,6 @@ def process_start_time(pid: int) -> str | None:
     return stat.rsplit(")", 1)[1].split()[19]
 
 
-OWNER_PID = os.getpid()
-
-
 def labels() -> dict[str, str]:
     pid = os.getpid()  # after a fork the child is the owner
     return {PID_LABEL: str(pid), START_LABEL: process_start_time(pid) or "", HOST_LABEL: socket.gethostname()}

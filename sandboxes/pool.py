@@ -92,7 +92,7 @@ class SandboxPool:
         self._tg.start_soon(self._health_loop)
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:

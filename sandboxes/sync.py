@@ -38,7 +38,7 @@ class SyncSandbox:
     def __enter__(self) -> SyncSandbox:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def _call(self, fn, *args: Any, **kwargs: Any) -> Any:

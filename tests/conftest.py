@@ -19,7 +19,7 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def backend_status(backend: str) -> tuple[bool, str]:
     from sandboxes import docker_backend, local_backend
     from sandboxes.image import image_exists, resolve_image

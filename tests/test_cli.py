@@ -64,3 +64,24 @@ def test_demo_runs_an_episode(backend):
 def test_gc_runs():
     r = dojo("sandbox", "gc")
     assert r.returncode == 0 and "removed" in r.stdout
+
+
+def test_auto_falls_back_to_local_and_says_why():
+    from conftest import require
+
+    require("local")
+    env = {**os.environ, "COLUMNS": "250", "DOCKER_HOST": "unix:///nonexistent/docker.sock"}
+    r = dojo("sandbox", "demo", env=env)
+    assert r.returncode == 0, r.stderr
+    first = r.stdout.splitlines()[0]
+    assert first.startswith("backend: local (auto: no Docker engine"), first
+    assert "kv_set" in r.stdout
+
+
+def test_auto_prefers_docker_when_an_engine_answers():
+    from conftest import require
+
+    require("docker")
+    r = dojo("sandbox", "demo")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0].startswith("backend: docker (auto: Docker engine")

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import socket
-import threading
 from pathlib import Path
 
 import anyio
-import pytest
 
 from sandboxes import Limits, SandboxConfig, open_sandbox
 

@@ -12,6 +12,7 @@ import time
 
 import anyio
 import pytest
+from conftest import require
 from pydantic import ValidationError
 
 from sandboxes import (
@@ -26,8 +27,6 @@ from sandboxes import (
     reap_orphans,
 )
 from sandboxes.errors import RequestFailed
-
-from conftest import require
 
 OWNER_SCRIPT = textwrap.dedent(
     """

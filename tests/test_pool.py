@@ -8,7 +8,7 @@ import signal
 import anyio
 import pytest
 
-from sandboxes import DomainBundle, PoolClosed, PoolExhausted, SandboxConfig, SandboxPool, SyncSandbox
+from sandboxes import DomainBundle, PoolClosed, PoolExhausted, SandboxConfig, SandboxDead, SandboxPool, SyncSandbox
 
 COUNTER_DOMAIN = DomainBundle(
     name="tally",
@@ -60,7 +60,7 @@ async def test_dead_sandboxes_are_replaced(backend):
         sb = await pool.acquire()
         os.kill(sb.host_pid(), signal.SIGKILL)
         await anyio.sleep(0.3)
-        with pytest.raises(Exception):
+        with pytest.raises(SandboxDead):
             await sb.call_tool("counter_get", {"name": "x"})
         await pool.release(sb)
         assert sb not in pool._idle
