@@ -53,6 +53,13 @@ class ToolFailure(Exception):
         self.message = message
 
 
+class InvalidArguments(ToolFailure):
+    """Raised by a domain's argument validation: the agent called a tool wrongly."""
+
+    def __init__(self, message: str):
+        super().__init__("invalid_arguments", message)
+
+
 class RequestError(Exception):
     def __init__(self, type_: str, message: str):
         super().__init__(message)
@@ -111,7 +118,8 @@ INITIAL_STATE = {"kv": {}, "counters": {}}
 
 class Domain:
     def __init__(self, name: str, source: str, state: dict | None):
-        namespace: dict = {"ToolFailure": ToolFailure, "__name__": f"tooldojo_domain_{name}"}
+        namespace: dict = {"ToolFailure": ToolFailure, "InvalidArguments": InvalidArguments,
+                           "__name__": f"tooldojo_domain_{name}"}
         try:
             exec(compile(source, f"<domain {name}>", "exec"), namespace)
         except Exception as e:
@@ -187,6 +195,8 @@ class Server:
         try:
             output = fn(working, **args)
             json.dumps(output)
+        except InvalidArguments as e:
+            return _tool_error("invalid_arguments", f"{name}: {e.message}")
         except ToolFailure as e:
             return _tool_error("tool_failure", e.message, code=e.code)
         except _ToolTimeout:

@@ -1,0 +1,83 @@
+"""The hand-written seed zoo: one folder per domain, laid out like a tau2-bench domain.
+
+    toolzoo/domains/<domain>/
+        __init__.py   CATEGORY, DESCRIPTION, FAILURE_MODES
+        data.py       seed(rng) -> the initial state (deterministic in the rng)
+        tools.py      @tool functions over that state
+        policy.md     the rules the agent must follow in this domain
+
+data.py and tools.py use the standard library and toolzoo.dsl only: they run
+inside sandboxes.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import random
+from pathlib import Path
+from typing import Any
+
+from toolzoo.categories import BY_NAME, CATEGORIES
+from toolzoo.introspect import spec_from_function
+from toolzoo.spec import Domain, FailureMode, SpecError, Zoo
+
+HERE = Path(__file__).parent
+
+
+def domain_names() -> list[str]:
+    return sorted(p.name for p in HERE.iterdir() if (p / "tools.py").exists())
+
+
+def infer_schema(value: Any, depth: int = 0) -> dict[str, Any]:
+    """A JSON Schema describing `value` (the shape of a seeded state)."""
+    if isinstance(value, bool):
+        return {"type": "boolean"}
+    if isinstance(value, int):
+        return {"type": "integer"}
+    if isinstance(value, float):
+        return {"type": "number"}
+    if isinstance(value, str):
+        return {"type": "string"}
+    if value is None:
+        return {"type": "null"}
+    if isinstance(value, list):
+        return {"type": "array", "items": infer_schema(value[0], depth + 1) if value else {}}
+    if isinstance(value, dict):
+        rows = list(value.values())
+        if depth >= 1 and len(rows) >= 2 and all(isinstance(r, dict) and r.keys() == rows[0].keys() for r in rows):
+            # A table keyed by id: describe one row.
+            return {"type": "object", "additionalProperties": infer_schema(rows[0], depth + 1)}
+        return {"type": "object", "properties": {k: infer_schema(v, depth + 1) for k, v in value.items()}}
+    return {}
+
+
+@functools.lru_cache(maxsize=None)
+def load_domain(name: str) -> Domain:
+    folder = HERE / name
+    if not (folder / "tools.py").exists():
+        raise SpecError(f"no seed domain {name!r}; known: {', '.join(domain_names())}")
+    pkg = importlib.import_module(f"toolzoo.domains.{name}")
+    tools_mod = importlib.import_module(f"toolzoo.domains.{name}.tools")
+    data_mod = importlib.import_module(f"toolzoo.domains.{name}.data")
+    if pkg.CATEGORY not in BY_NAME:
+        raise SpecError(f"domain {name}: unknown category {pkg.CATEGORY!r}")
+    fns = [v for v in vars(tools_mod).values()
+           if inspect.isfunction(v) and hasattr(v, "__tool__") and v.__module__ == tools_mod.__name__]
+    fns.sort(key=lambda f: f.__code__.co_firstlineno)
+    specs = [spec_from_function(f, domain=name, category=pkg.CATEGORY) for f in fns]
+    state = data_mod.seed(random.Random(0))
+    return Domain(
+        name=name, category=pkg.CATEGORY, description=pkg.DESCRIPTION,
+        policy=(folder / "policy.md").read_text().strip(),
+        source=(folder / "data.py").read_text() + "\n\n" + (folder / "tools.py").read_text(),
+        state_schema=infer_schema(state), tools=specs,
+        failure_modes=[FailureMode(**m) for m in getattr(pkg, "FAILURE_MODES", [])],
+    )
+
+
+def seed_zoo() -> Zoo:
+    zoo = Zoo(categories=list(CATEGORIES), domains=[load_domain(n) for n in domain_names()])
+    zoo.check_names()
+    return zoo

@@ -1,0 +1,201 @@
+"""The tool DSL and its in-sandbox runtime. Standard library only.
+
+This one file is imported on the host (to read tool metadata) and shipped as
+source into every sandbox in front of a domain's code (to validate arguments
+and inject controlled failures there, next to the state). Domain files write:
+
+    from toolzoo.dsl import ToolFailure, tool
+
+    @tool(effect="write", errors={"not_found": "no such order"})
+    def cancel_order(state, order_id: str, reason: Literal["changed_mind", "damaged"]) -> dict:
+        '''Cancel a pending order.
+
+        Args:
+            order_id: the order to cancel, like "O-1001".
+            reason: why the customer cancels.
+        '''
+"""
+
+import json
+import random
+import re
+
+try:  # inside a sandbox the tool server provides these, and maps them to typed errors
+    ToolFailure  # noqa: B018
+    InvalidArguments  # noqa: B018
+except NameError:
+
+    class ToolFailure(Exception):  # type: ignore[no-redef]
+        """A declared, agent-readable tool error (`code` is listed in the tool's errors)."""
+
+        def __init__(self, code, message):
+            super().__init__(message)
+            self.code = code
+            self.message = message
+
+    class InvalidArguments(ToolFailure):  # type: ignore[no-redef]
+        def __init__(self, message):
+            super().__init__("invalid_arguments", message)
+
+
+def tool(effect="read", errors=None, returns=None):
+    """Mark a function `fn(state, **args)` as a tool; metadata only, no wrapping."""
+    if effect not in ("read", "write"):
+        raise ValueError("effect must be 'read' or 'write'")
+
+    def mark(fn):
+        fn.__tool__ = {"effect": effect, "errors": dict(errors or {}), "returns": returns}
+        return fn
+
+    return mark
+
+
+# ---------------------------------------------------------------- validation
+_TYPES = {
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "array": lambda v: isinstance(v, list),
+    "object": lambda v: isinstance(v, dict),
+    "null": lambda v: v is None,
+}
+
+
+def validate(schema, value, path="arguments"):
+    """Check `value` against the subset of JSON Schema tools use; raise InvalidArguments."""
+    if not isinstance(schema, dict) or not schema:
+        return
+    if "anyOf" in schema or "oneOf" in schema:
+        options = schema.get("anyOf") or schema.get("oneOf")
+        errors = []
+        for option in options:
+            try:
+                validate(option, value, path)
+                break
+            except InvalidArguments as e:
+                errors.append(e.message)
+        else:
+            raise InvalidArguments(f"{path}: matches none of the allowed forms ({'; '.join(errors)})")
+    typ = schema.get("type")
+    if typ is not None:
+        types = typ if isinstance(typ, list) else [typ]
+        if not any(_TYPES.get(t, lambda v: True)(value) for t in types):
+            raise InvalidArguments(f"{path}: expected {' or '.join(types)}, got {type(value).__name__} {json.dumps(value)[:60]}")
+    if "enum" in schema and value not in schema["enum"]:
+        raise InvalidArguments(f"{path}: {json.dumps(value)[:60]} is not one of {schema['enum']}")
+    if "const" in schema and value != schema["const"]:
+        raise InvalidArguments(f"{path}: must be {json.dumps(schema['const'])}")
+    if isinstance(value, str):
+        if len(value) < schema.get("minLength", 0):
+            raise InvalidArguments(f"{path}: shorter than {schema['minLength']} characters")
+        if "maxLength" in schema and len(value) > schema["maxLength"]:
+            raise InvalidArguments(f"{path}: longer than {schema['maxLength']} characters")
+        if "pattern" in schema and not re.search(schema["pattern"], value):
+            raise InvalidArguments(f"{path}: {value[:60]!r} does not match pattern {schema['pattern']}")
+    if _TYPES["number"](value):
+        if "minimum" in schema and value < schema["minimum"]:
+            raise InvalidArguments(f"{path}: {value} is below the minimum {schema['minimum']}")
+        if "maximum" in schema and value > schema["maximum"]:
+            raise InvalidArguments(f"{path}: {value} is above the maximum {schema['maximum']}")
+        if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
+            raise InvalidArguments(f"{path}: {value} must be greater than {schema['exclusiveMinimum']}")
+        if "exclusiveMaximum" in schema and value >= schema["exclusiveMaximum"]:
+            raise InvalidArguments(f"{path}: {value} must be less than {schema['exclusiveMaximum']}")
+    if isinstance(value, list):
+        if len(value) < schema.get("minItems", 0):
+            raise InvalidArguments(f"{path}: needs at least {schema['minItems']} items")
+        if "maxItems" in schema and len(value) > schema["maxItems"]:
+            raise InvalidArguments(f"{path}: at most {schema['maxItems']} items")
+        if schema.get("uniqueItems") and len({json.dumps(v, sort_keys=True) for v in value}) != len(value):
+            raise InvalidArguments(f"{path}: items must be unique")
+        for i, item in enumerate(value):
+            validate(schema.get("items", {}), item, f"{path}[{i}]")
+    if isinstance(value, dict):
+        for key in schema.get("required", []):
+            if key not in value:
+                raise InvalidArguments(f"{path}: missing required property {key!r}")
+        props = schema.get("properties", {})
+        extra = schema.get("additionalProperties", True)
+        for key, item in value.items():
+            if key in props:
+                validate(props[key], item, f"{path}.{key}")
+            elif extra is False:
+                raise InvalidArguments(f"{path}: unknown property {key!r}; allowed: {sorted(props)}")
+            elif isinstance(extra, dict):
+                validate(extra, item, f"{path}.{key}")
+
+
+# ------------------------------------------------------- controlled failures
+class Failures:
+    """Seeded failure injection (Kimi K2's "controlled stochasticity").
+
+    `modes` lists {"kind": "timeout"|"rate_limit"|"partial", "tools": [...] or ["*"]};
+    each call of a matching tool fails with probability `rate`, reproducibly
+    for a given seed and call order.
+    """
+
+    def __init__(self, modes, rate, seed):
+        self.modes = list(modes or [])
+        self.rate = float(rate or 0.0)
+        self.rng = random.Random(seed)
+
+    def pick(self, tool_name):
+        if self.rate <= 0:
+            return None
+        modes = [m for m in self.modes if "*" in m.get("tools", ["*"]) or tool_name in m.get("tools", [])]
+        if not modes:
+            return None
+        roll = self.rng.random()
+        choice = self.rng.choice(modes)
+        return choice if roll < self.rate else None
+
+
+def _truncate(output):
+    if isinstance(output, list):
+        return output[: max(1, len(output) // 2)], True
+    if isinstance(output, dict):
+        out, cut = {}, False
+        for k, v in output.items():
+            if isinstance(v, list) and len(v) > 1:
+                out[k], cut = v[: len(v) // 2], True
+            else:
+                out[k] = v
+        return out, cut
+    return output, False
+
+
+def make_tool(name, fn, spec, failures):
+    """Wrap `fn(state, **args)` with schema validation and failure injection."""
+    schema = spec.get("parameters") or {"type": "object", "properties": {}}
+
+    def call(state, **args):
+        validate(schema, args)
+        mode = failures.pick(name)
+        if mode is not None and mode["kind"] == "timeout":
+            raise ToolFailure("timeout", mode.get("message") or f"{name} timed out; the request had no effect, retry")
+        if mode is not None and mode["kind"] == "rate_limit":
+            raise ToolFailure("rate_limited", mode.get("message") or f"{name} is rate limited; wait and retry")
+        output = fn(state, **args)
+        if mode is not None and mode["kind"] == "partial":
+            output, cut = _truncate(output)
+            if cut:
+                output = {"partial": True, "warning": mode.get("message") or "partial result; call again for the rest",
+                          "result": output}
+        return output
+
+    call.__name__ = name
+    call.__doc__ = spec.get("description", fn.__doc__)
+    return call
+
+
+def build_tools(namespace, specs, failure_modes=(), failure_rate=0.0, failure_seed=0):
+    """The TOOLS list the tool server loads: one wrapped function per spec."""
+    failures = Failures(failure_modes, failure_rate, failure_seed)
+    tools = []
+    for spec in specs:
+        fn = namespace.get(spec["function"])
+        if fn is None:
+            raise NameError(f"tool {spec['name']!r}: no function {spec['function']!r} in the domain source")
+        tools.append(make_tool(spec["name"], fn, spec, failures))
+    return tools

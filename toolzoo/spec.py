@@ -1,0 +1,213 @@
+"""Contracts of the tool zoo: ToolSpec, Domain, Category, Zoo."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Provenance = Literal["seed", "evolved", "mcp", "llm"]
+Effect = Literal["read", "write"]
+NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]{0,63}$")
+
+
+class SpecError(ValueError):
+    """A tool or domain definition is invalid; the message names the tool and the problem."""
+
+
+def check_json_schema(schema: Any, where: str) -> None:
+    """Raise SpecError unless `schema` is a valid JSON Schema (Draft 2020-12)."""
+    import jsonschema
+
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as e:
+        path = "/".join(str(p) for p in e.absolute_path) or "(root)"
+        raise SpecError(f"{where}: invalid JSON Schema at {path}: {e.message}") from None
+
+
+class McpSource(BaseModel):
+    """Where an imported MCP tool lives: a stdio command or a streamable-HTTP URL."""
+
+    model_config = ConfigDict(frozen=True)
+
+    command: list[str] | None = None
+    url: str | None = None
+    server_name: str = ""
+
+    @model_validator(mode="after")
+    def _one(self) -> McpSource:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give exactly one of command (stdio) or url (streamable HTTP)")
+        return self
+
+
+class ToolSpec(BaseModel):
+    """A tool: its interface (OpenAI function / MCP tool) and, for zoo tools, executable semantics."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    description: str
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    returns: dict[str, Any] | None = None
+    errors: dict[str, str] = Field(default_factory=dict, description="declared error code -> meaning")
+    effect: Effect = "read"
+    category: str = "unknown"
+    domain: str = "unknown"
+    provenance: Provenance = "seed"
+    function: str | None = Field(None, description="name of the implementing function in the domain source")
+    implementation: str | None = Field(None, description="source of the function, for tools not in a domain file")
+    parents: list[str] = Field(default_factory=list, description="tools this one was evolved from")
+    operator: str | None = Field(None, description="the evolution operator that made it")
+    mcp: McpSource | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not NAME_RE.match(v):
+            raise ValueError(f"tool name {v!r} must match {NAME_RE.pattern} (OpenAI function names)")
+        return v
+
+    @field_validator("description")
+    @classmethod
+    def _description(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("a tool needs a description the agent can read")
+        return v
+
+    @model_validator(mode="after")
+    def _schemas(self) -> ToolSpec:
+        if self.parameters.get("type") != "object":
+            raise ValueError(f"{self.name}: parameters must be a JSON Schema with type 'object'")
+        check_json_schema(self.parameters, f"tool {self.name} parameters")
+        if self.returns is not None:
+            check_json_schema(self.returns, f"tool {self.name} returns")
+        if self.provenance == "mcp" and self.mcp is None:
+            raise ValueError(f"{self.name}: an mcp tool needs its mcp source")
+        if self.provenance != "mcp" and self.function is None:
+            raise ValueError(f"{self.name}: a zoo tool needs the name of its implementing function")
+        return self
+
+    # -------------------------------------------------------------- formats
+    def to_openai(self) -> dict[str, Any]:
+        return {"type": "function", "function": {"name": self.name, "description": self.description,
+                                                 "parameters": self.parameters}}
+
+    def to_mcp(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "description": self.description, "inputSchema": self.parameters}
+        if self.returns is not None and self.returns.get("type") == "object":
+            out["outputSchema"] = self.returns
+        out["annotations"] = {"readOnlyHint": self.effect == "read"}
+        return out
+
+    @classmethod
+    def from_openai(cls, fn: dict[str, Any], **extra: Any) -> ToolSpec:
+        f = fn.get("function", fn)
+        return cls(name=f["name"], description=f.get("description") or f["name"],
+                   parameters=f.get("parameters") or {"type": "object", "properties": {}}, **extra)
+
+    @classmethod
+    def from_mcp(cls, tool: dict[str, Any], source: McpSource, **extra: Any) -> ToolSpec:
+        ann = tool.get("annotations") or {}
+        return cls(
+            name=tool["name"], description=tool.get("description") or tool["name"],
+            parameters=tool.get("inputSchema") or {"type": "object", "properties": {}},
+            returns=tool.get("outputSchema"), provenance="mcp", mcp=source,
+            effect="read" if ann.get("readOnlyHint") else "write", **extra,
+        )
+
+    def signature_key(self) -> str:
+        """Normalised signature for deduplication: name-free shape of the interface."""
+        props = self.parameters.get("properties", {})
+        shape = sorted((k.lower(), json.dumps(v.get("type")), json.dumps(sorted(v.get("enum", [])))) for k, v in props.items())
+        return json.dumps([self.domain, self.effect, shape, sorted(self.parameters.get("required", []))])
+
+
+class FailureMode(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["timeout", "rate_limit", "partial"]
+    tools: list[str] = Field(default_factory=lambda: ["*"])
+    message: str | None = None
+
+
+class Category(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    description: str = ""
+
+
+class Domain(BaseModel):
+    """A tau2-style domain: data (seed generator), tools, and the policy the agent must follow."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    category: str
+    description: str
+    policy: str
+    source: str = Field(description="stdlib-only Python: seed(rng) -> state, and the tool functions")
+    state_schema: dict[str, Any] = Field(default_factory=dict)
+    tools: list[ToolSpec]
+    failure_modes: list[FailureMode] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique(self) -> Domain:
+        seen: set[str] = set()
+        for t in self.tools:
+            if t.name in seen:
+                raise ValueError(f"domain {self.name}: two tools are named {t.name!r}")
+            seen.add(t.name)
+            if t.domain != self.name:
+                raise ValueError(f"tool {t.name} says domain {t.domain!r} but sits in {self.name!r}")
+        return self
+
+    def tool(self, name: str) -> ToolSpec:
+        for t in self.tools:
+            if t.name == name:
+                return t
+        raise KeyError(f"domain {self.name} has no tool {name!r}")
+
+
+class Zoo(BaseModel):
+    """A set of domains (with their tools) plus tools that live outside a domain (MCP)."""
+
+    categories: list[Category] = Field(default_factory=list)
+    domains: list[Domain] = Field(default_factory=list)
+    external: list[ToolSpec] = Field(default_factory=list)
+
+    @property
+    def tools(self) -> list[ToolSpec]:
+        return [t for d in self.domains for t in d.tools] + list(self.external)
+
+    def domain(self, name: str) -> Domain:
+        for d in self.domains:
+            if d.name == name:
+                return d
+        raise KeyError(f"no domain {name!r}; known: {', '.join(sorted(d.name for d in self.domains))}")
+
+    def check_names(self) -> None:
+        seen: dict[str, str] = {}
+        for t in self.tools:
+            if t.name in seen:
+                raise SpecError(f"tool name clash: {t.name!r} is in {seen[t.name]} and {t.domain}")
+            seen[t.name] = t.domain
+
+    def save(self, path: str | Path) -> Path:
+        p = Path(path)
+        p.mkdir(parents=True, exist_ok=True)
+        (p / "zoo.json").write_text(self.model_dump_json(indent=1))
+        return p
+
+    @classmethod
+    def load(cls, path: str | Path) -> Zoo:
+        p = Path(path)
+        f = p / "zoo.json" if p.is_dir() else p
+        if not f.exists():
+            raise SpecError(f"no zoo at {path}: expected {f} (written by `dojo synth tools` or Zoo.save)")
+        return cls.model_validate_json(f.read_text())
