@@ -15,7 +15,7 @@ _SCALARS = {str: "string", int: "integer", float: "number", bool: "boolean", dic
 
 def type_schema(tp: Any, where: str) -> dict[str, Any]:
     """JSON Schema of a Python annotation: scalars, list[X], dict, Literal[...], X | None, Annotated[X, {...}]."""
-    if tp in _SCALARS:
+    if isinstance(tp, type) and tp in _SCALARS:
         return {"type": _SCALARS[tp]}
     origin = get_origin(tp)
     if origin is typing.Annotated:
