@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from sandboxes.cli import app as sandbox_app
+from toolzoo.cli import app as zoo_app
 
 app = typer.Typer(
     name="dojo",
@@ -13,6 +14,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(sandbox_app, name="sandbox")
+app.add_typer(zoo_app, name="zoo")
 
 
 def main() -> None:

@@ -1,0 +1,142 @@
+"""`dojo zoo ...`: the tool zoo's commands."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from sandboxes.cli import one_line_errors
+
+app = typer.Typer(help="The tool zoo.", no_args_is_help=True)
+console = Console()
+err_console = Console(stderr=True)
+
+
+@app.command("import-mcp")
+@one_line_errors
+def import_mcp(
+    command: str = typer.Option(None, "--command", help='stdio server command line, e.g. "npx -y @scope/server"'),
+    url: str = typer.Option(None, "--url", help="streamable-HTTP endpoint, e.g. http://127.0.0.1:8765/mcp"),
+    out: str = typer.Option(..., "--out", help="directory to write the zoo (zoo.json) into"),
+    name: str = typer.Option("", "--name", help="domain name for the tools (default: from the server's name)"),
+    token: str = typer.Option(None, "--token", help="bearer token sent to the --url server (never stored)"),
+    timeout: float = typer.Option(30.0, help="seconds to wait for the server"),
+) -> None:
+    """List a real MCP server's tools and save them as a zoo (in `external`)."""
+    import anyio
+
+    from toolzoo.mcp import list_mcp_tools
+    from toolzoo.spec import McpSource, Zoo
+
+    if (command is None) == (url is None):
+        raise ValueError("give exactly one of --command or --url")
+    if command is not None:
+        argv = shlex.split(command)
+        if not argv:
+            raise ValueError("--command is empty")
+        source = McpSource(command=argv, server_name=name)
+    else:
+        source = McpSource(url=url, server_name=name)
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+
+    specs = anyio.run(lambda: list_mcp_tools(source, headers=headers, timeout=timeout))
+    zoo = Zoo(external=specs)
+    zoo.check_names()
+    path = zoo.save(out)
+
+    table = Table(title=f"{len(specs)} MCP tool(s) from {specs[0].domain if specs else 'the server'}")
+    for col in ("tool", "effect", "parameters", "description"):
+        table.add_column(col, overflow="fold")
+    for t in specs:
+        params = ", ".join(t.parameters.get("properties", {}))
+        table.add_row(t.name, t.effect, params, t.description.strip().splitlines()[0] if t.description.strip() else "")
+    console.print(table)
+    console.print(f"wrote {path / 'zoo.json'}", highlight=False)
+
+
+@app.command("serve-mcp")
+@one_line_errors
+def serve_mcp(
+    domain: str = typer.Argument(..., help="a zoo domain, e.g. retail_orders"),
+    http: bool = typer.Option(False, "--http/--stdio", help="serve streamable HTTP at http://HOST:PORT/mcp, or stdio"),
+    host: str = typer.Option("127.0.0.1", "--host", help="HTTP bind address; anything but loopback needs --token"),
+    port: int = typer.Option(8765, "--port", help="HTTP port (0: any free port, printed at start)"),
+    token: str = typer.Option(None, "--token", envvar="TOOLDOJO_MCP_TOKEN", show_envvar=True,
+                              help="require `Authorization: Bearer <token>` on every HTTP request"),
+    seed: int = typer.Option(0, "--seed", help="seed of the domain's initial state"),
+    backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
+) -> None:
+    """Serve a zoo domain as an MCP server; its tools run in a sandbox."""
+    from toolzoo.mcp import serve_domain
+
+    if backend not in ("auto", "docker", "local"):
+        raise ValueError(f"unknown backend {backend!r}: use auto, docker or local")
+    serve_domain(domain, transport="http" if http else "stdio", host=host, port=port, token=token,
+                 seed=seed, backend=backend)
+
+
+def _zoo_at(where: str):  # -> Zoo
+    """`seed` (the built-in seed zoo), an export (tools.parquet) or a saved zoo (zoo.json)."""
+    from toolzoo.export import is_export, load_exported
+    from toolzoo.spec import Zoo
+
+    if where == "seed":
+        from toolzoo.domains import seed_zoo
+
+        return seed_zoo()
+    return load_exported(where, source="parquet") if is_export(where) else Zoo.load(where)
+
+
+@app.command("stats")
+@one_line_errors
+def stats_cmd(
+    zoo_dir: str = typer.Argument(..., metavar="DIR", help="a saved zoo (zoo.json), an export, or `seed`"),
+    plot: Path = typer.Option(None, "--plot", help="also write a 2-D map of the tool descriptions (PNG)"),
+    json_out: bool = typer.Option(False, "--json", help="print the stats as one JSON object"),
+) -> None:
+    """Counts per category/domain/provenance/effect and embedding diversity of a zoo."""
+    from toolzoo.stats import plot_map, zoo_stats
+
+    zoo = _zoo_at(zoo_dir)
+    with err_console.status("embedding tool descriptions"):
+        s = zoo_stats(zoo)
+        png = plot_map(zoo, plot) if plot is not None else None
+    if json_out:
+        print(s.model_dump_json())
+    else:
+        console.print(f"{s.tools} tools, {s.domains_total} domains, {s.categories_total} categories"
+                      f" ({s.external} external tools)", highlight=False)
+        table = Table()
+        for col in ("by", "value", "tools"):
+            table.add_column(col, justify="right" if col == "tools" else "left")
+        for by, counts in (("category", s.per_category), ("domain", s.per_domain),
+                           ("provenance", s.per_provenance), ("effect", s.per_effect)):
+            for i, (k, v) in enumerate(counts.items()):
+                table.add_row(by if i == 0 else "", k, str(v), end_section=i == len(counts) - 1)
+        console.print(table)
+        d = s.diversity
+        fmt = lambda x: "-" if x is None else f"{x:.3f}"
+        console.print(f"diversity ({d.model}, cosine distance of descriptions): mean {fmt(d.mean_distance)}, "
+                      f"within category {fmt(d.within_category)}, between {fmt(d.between_category)}, "
+                      f"ratio {fmt(d.ratio)}; nearest neighbour {fmt(d.nn_distance_mean)}, "
+                      f"{d.near_duplicate_pairs} near-duplicate pair(s)", highlight=False)
+    if png is not None:
+        err_console.print(f"wrote {png}", highlight=False)
+
+
+@app.command("export")
+@one_line_errors
+def export_cmd(
+    zoo_dir: str = typer.Argument(..., metavar="DIR", help="a saved zoo (zoo.json), or `seed`"),
+    out: Path = typer.Option(..., "--out", help="directory for the Hugging Face dataset, parquet files and card"),
+) -> None:
+    """Export a zoo as a Hugging Face dataset (save_to_disk + parquet + README card)."""
+    from toolzoo.export import export_dataset
+
+    zoo = _zoo_at(zoo_dir)
+    path = export_dataset(zoo, out)
+    console.print(f"exported {len(zoo.tools)} tools, {len(zoo.domains)} domains to {path}", highlight=False)

@@ -1,0 +1,524 @@
+"""MCP both ways: import a real MCP server's tools into the zoo, and serve a zoo domain as an MCP server.
+
+Import (client side)::
+
+    specs = await list_mcp_tools(McpSource(command=["python", "server.py"]))
+    async with McpClient() as client:
+        rt = ToolRuntime(sb, domain, external=specs, mcp_call=client.call)
+
+`McpClient.call` returns the agent-facing outcome of a call: `ToolResult`, or
+`ToolError` for anything the agent should read (an `isError` result is kind
+"tool_failure", a JSON-RPC invalid-params error "invalid_arguments", a call
+over its deadline "timeout"). When the MCP server itself cannot be reached
+(spawn fails, connection refused, the session died) it *raises*
+`McpConnectionError`, a `SandboxError`: like a dead sandbox, that is an
+infrastructure failure of the episode, not something the agent caused.
+
+Serve (server side)::
+
+    serve_domain("retail_orders", transport="http", port=8765, token="...")
+
+opens one sandbox, loads `bundle(domain, seed=seed)` into it and answers
+`tools/list` with each spec's `to_mcp()` (schemas byte-for-byte: the low-level
+SDK server is used, so nothing regenerates them) and `tools/call` with
+`sandbox.call_tool`. The state lives in that one sandbox for the life of the
+server, so it persists across calls (and is shared by every client of an HTTP
+server). Over HTTP a bind address other than loopback requires a bearer token;
+with a token every request must carry `Authorization: Bearer <token>` or gets
+401. The token is never logged or printed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import json
+import logging
+import math
+import re
+import signal
+import socket
+import sys
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, Literal
+
+import anyio
+import mcp_types as mtypes
+from mcp import Client, StdioServerParameters
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+
+from sandboxes import Sandbox, SandboxConfig, SandboxError, ToolError, ToolResult, open_sandbox
+from toolzoo.spec import Domain, McpSource, SpecError, ToolSpec
+
+log = logging.getLogger(__name__)
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+TOKEN_ENV = "TOOLDOJO_MCP_TOKEN"
+MCP_PATH = "/mcp"
+
+
+class McpConnectionError(SandboxError):
+    """An MCP server could not be started or reached, or its session died."""
+
+
+# ====================================================================== client side
+
+
+def describe(source: McpSource) -> str:
+    """A printable name for a source (never includes URL credentials)."""
+    if source.command is not None:
+        return "`" + " ".join(source.command) + "`"
+    url = source.url or ""
+    return re.sub(r"//[^/@]*@", "//", url)
+
+
+def _key(source: McpSource) -> str:
+    return json.dumps([source.command, source.url])
+
+
+def domain_slug(name: str) -> str:
+    """A zoo domain name from a server's name: lowercase, [a-z0-9_]."""
+    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+
+
+def _fallback_name(source: McpSource) -> str:
+    if source.command:
+        parts = [p for p in source.command if not p.startswith("-")]
+        tail = parts[-1] if parts else source.command[0]
+        return re.split(r"[\\/]", tail)[-1].rsplit(".", 1)[0]
+    from urllib.parse import urlsplit
+
+    return urlsplit(source.url or "").hostname or "mcp"
+
+
+def _open_client(source: McpSource, headers: dict[str, str] | None, timeout: float) -> Client:
+    if source.command is not None:
+        if not source.command:
+            raise ValueError("an MCP stdio source needs a non-empty command")
+        server: Any = StdioServerParameters(command=source.command[0], args=list(source.command[1:]))
+    else:
+        assert source.url is not None
+        if headers:
+            from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+
+            server = _HttpTransport(source.url, create_mcp_http_client(headers=dict(headers)), streamable_http_client)
+        else:
+            server = source.url
+    return Client(server, read_timeout_seconds=timeout)
+
+
+class _HttpTransport:
+    """A streamable-HTTP transport whose httpx client carries extra headers (e.g. a bearer token)."""
+
+    def __init__(self, url: str, http_client: Any, factory: Callable[..., Any]):
+        self._url, self._http, self._factory = url, http_client, factory
+        self._stack: contextlib.AsyncExitStack | None = None
+
+    async def __aenter__(self) -> Any:
+        self._stack = contextlib.AsyncExitStack()
+        await self._stack.__aenter__()
+        await self._stack.enter_async_context(self._http)
+        return await self._stack.enter_async_context(self._factory(self._url, http_client=self._http))
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        assert self._stack is not None
+        return await self._stack.__aexit__(*exc)
+
+
+def _text_of(result: mtypes.CallToolResult) -> str:
+    return "\n".join(c.text for c in result.content if isinstance(c, mtypes.TextContent))
+
+
+def _output_of(result: mtypes.CallToolResult) -> Any:
+    if result.structured_content is not None:
+        return result.structured_content
+    content = result.content
+    if len(content) == 1 and isinstance(content[0], mtypes.TextContent):
+        text = content[0].text
+        if text.lstrip()[:1] in ("{", "["):
+            try:
+                return json.loads(text)
+            except ValueError:
+                pass
+        return text
+    return [c.model_dump(by_alias=True, exclude_none=True, mode="json") for c in content]
+
+
+class McpClient:
+    """Sessions to MCP servers, one per source, opened on first use and closed on exit.
+
+    Each session lives in a task of this client's task group, so `call` may be
+    used from any task (e.g. concurrent rollouts) while the client is open.
+    `headers` go with every streamable-HTTP request (e.g. {"Authorization": "Bearer ..."}).
+    """
+
+    def __init__(
+        self,
+        *,
+        headers: dict[str, str] | None = None,
+        connect_timeout: float = 30.0,
+        call_timeout: float = 30.0,
+    ):
+        self.headers = dict(headers or {})
+        self.connect_timeout = connect_timeout
+        self.call_timeout = call_timeout
+        self._sessions: dict[str, Client] = {}
+        self._locks: dict[str, anyio.Lock] = {}
+        self._tg: Any = None
+        self._closing = anyio.Event()
+
+    async def __aenter__(self) -> McpClient:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        self._closing.set()
+        tg, self._tg = self._tg, None
+        # The caller's own exception is not the task group's: let it propagate unwrapped.
+        await tg.__aexit__(None, None, None)
+        return None
+
+    # ------------------------------------------------------------ sessions
+    async def _hold(self, source: McpSource, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        key = _key(source)
+        started = False
+        try:
+            client = _open_client(source, self.headers, self.call_timeout)
+            with anyio.CancelScope(deadline=anyio.current_time() + self.connect_timeout) as connecting:
+                async with client:
+                    connecting.deadline = math.inf
+                    self._sessions[key] = client
+                    try:
+                        task_status.started(client)
+                        started = True
+                        await self._closing.wait()
+                    finally:
+                        self._sessions.pop(key, None)
+            if connecting.cancelled_caught and not started:
+                raise TimeoutError
+        except Exception as e:
+            if not started:
+                raise _connection_error(source, e) from None
+            log.warning("MCP session to %s ended: %s", describe(source), _one_line(e))
+
+    async def session(self, source: McpSource) -> Client:
+        """The open session to `source`, connecting if needed; raises McpConnectionError."""
+        if self._tg is None:
+            raise RuntimeError("use McpClient as `async with McpClient() as client:`")
+        key = _key(source)
+        if key in self._sessions:
+            return self._sessions[key]
+        lock = self._locks.setdefault(key, anyio.Lock())
+        async with lock:
+            if key not in self._sessions:
+                await self._tg.start(self._hold, source)
+            return self._sessions[key]
+
+    # ------------------------------------------------------------ API
+    async def server_name(self, source: McpSource) -> str:
+        client = await self.session(source)
+        info = client.server_info
+        return info.name if info is not None and info.name else ""
+
+    async def list_tools(self, source: McpSource) -> list[ToolSpec]:
+        """The server's tools as ToolSpecs (provenance "mcp", category "mcp", schemas as sent)."""
+        client = await self.session(source)
+        domain = source.server_name or domain_slug(await self.server_name(source)) or domain_slug(_fallback_name(source)) or "mcp"
+        src = source if source.server_name else source.model_copy(update={"server_name": domain})
+        tools: list[mtypes.Tool] = []
+        cursor: str | None = None
+        try:
+            with anyio.fail_after(self.call_timeout):
+                for _ in range(1000):
+                    page = await client.list_tools(cursor=cursor)
+                    tools += page.tools
+                    cursor = page.next_cursor
+                    if not cursor:
+                        break
+        except MCPError as e:
+            raise McpConnectionError(f"MCP server {describe(source)} failed to list its tools: {e.message}") from None
+        except TimeoutError:
+            raise McpConnectionError(f"MCP server {describe(source)} did not list its tools within {self.call_timeout:.0f}s") from None
+        except Exception as e:
+            raise _connection_error(source, e) from None
+        specs = []
+        for t in tools:
+            raw = t.model_dump(by_alias=True, exclude_none=True, mode="json")
+            try:
+                specs.append(ToolSpec.from_mcp(raw, src, domain=domain, category="mcp"))
+            except ValueError as e:
+                raise SpecError(f"MCP tool {t.name!r} of {describe(source)} cannot be imported: {_one_line(e)}") from None
+        return specs
+
+    async def call(self, spec: ToolSpec, args: dict[str, Any] | None = None) -> ToolResult | ToolError:
+        """Call an imported tool on its server (usable as ToolRuntime's `mcp_call`)."""
+        if spec.mcp is None:
+            return ToolError(name=spec.name, kind="internal_error", message=f"{spec.name} is not an MCP tool (no mcp source)")
+        client = await self.session(spec.mcp)
+        try:
+            with anyio.fail_after(self.call_timeout):
+                result = await client.call_tool(spec.name, args or {})
+        except TimeoutError:
+            return ToolError(name=spec.name, kind="timeout", message=f"{spec.name} did not answer within {self.call_timeout:.0f}s")
+        except MCPError as e:
+            if e.code == mtypes.CONNECTION_CLOSED:
+                raise McpConnectionError(f"MCP server {describe(spec.mcp)} closed the connection: {e.message}") from None
+            if e.code == mtypes.REQUEST_TIMEOUT:
+                return ToolError(name=spec.name, kind="timeout", message=e.message)
+            kind = "invalid_arguments" if e.code == mtypes.INVALID_PARAMS else "tool_failure"
+            return ToolError(name=spec.name, kind=kind, message=e.message or f"{spec.name} failed (MCP error {e.code})")
+        except RuntimeError as e:
+            # The SDK raises RuntimeError when structured output breaks the declared outputSchema.
+            return ToolError(name=spec.name, kind="tool_failure", message=str(e))
+        except Exception as e:
+            raise _connection_error(spec.mcp, e) from None
+        if result.is_error:
+            code = None
+            sc = result.structured_content
+            if isinstance(sc, dict) and isinstance(sc.get("error"), dict) and isinstance(sc["error"].get("code"), str):
+                code = sc["error"]["code"]
+            return ToolError(name=spec.name, kind="tool_failure", message=_text_of(result) or f"{spec.name} failed", code=code)
+        return ToolResult(name=spec.name, output=_output_of(result))
+
+
+def _one_line(e: BaseException) -> str:
+    if isinstance(e, BaseExceptionGroup) and e.exceptions:
+        return _one_line(e.exceptions[0])
+    msg = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {msg[0]}" if msg else type(e).__name__
+
+
+def _connection_error(source: McpSource, e: BaseException) -> McpConnectionError:
+    if isinstance(e, McpConnectionError):
+        return e
+    if isinstance(e, TimeoutError):
+        return McpConnectionError(f"MCP server {describe(source)} did not answer the handshake in time")
+    return McpConnectionError(f"cannot talk to MCP server {describe(source)}: {_one_line(e)}")
+
+
+async def list_mcp_tools(source: McpSource, *, headers: dict[str, str] | None = None, timeout: float = 30.0) -> list[ToolSpec]:
+    """Connect to a real MCP server (stdio `command` or streamable-HTTP `url`) and list its tools as ToolSpecs.
+
+    `domain` is `source.server_name` if set, else derived from the server's name;
+    the returned specs' `mcp` source carries that name. Raises McpConnectionError
+    if the server cannot be reached, SpecError if a tool is not importable.
+    """
+    async with McpClient(headers=headers, connect_timeout=timeout, call_timeout=timeout) as client:
+        return await client.list_tools(source)
+
+
+# ====================================================================== server side
+
+
+def _tool_result(out: Any) -> mtypes.CallToolResult:
+    return mtypes.CallToolResult(
+        content=[mtypes.TextContent(text=json.dumps(out, ensure_ascii=False))],
+        structured_content=out if isinstance(out, dict) else None,
+    )
+
+
+def _error_result(message: str, *, kind: str, code: str | None = None) -> mtypes.CallToolResult:
+    return mtypes.CallToolResult(
+        content=[mtypes.TextContent(text=message)],
+        structured_content={"error": {"kind": kind, "code": code, "message": message}},
+        is_error=True,
+    )
+
+
+def build_server(
+    domain: Domain,
+    sandbox: Sandbox,
+    *,
+    tools: Sequence[ToolSpec] | None = None,
+    call_timeout: float | None = 10.0,
+) -> Server[Any]:
+    """An MCP server (low-level SDK) whose tools are `domain`'s, executed in `sandbox` (already loaded)."""
+    specs = {t.name: t for t in (tools if tools is not None else domain.tools)}
+    wire = [t.to_mcp() for t in specs.values()]
+
+    async def on_list_tools(ctx: Any, params: Any) -> mtypes.ListToolsResult:
+        return mtypes.ListToolsResult(tools=[mtypes.Tool.model_validate(json.loads(json.dumps(t))) for t in wire])
+
+    async def on_call_tool(ctx: Any, params: mtypes.CallToolRequestParams) -> mtypes.CallToolResult:
+        if params.name not in specs:
+            return _error_result(f"no tool {params.name!r}; known: {', '.join(specs)}", kind="unknown_tool")
+        try:
+            r = await sandbox.call_tool(params.name, dict(params.arguments or {}), timeout=call_timeout)
+        except SandboxError as e:
+            log.error("sandbox failed during %s: %s", params.name, e)
+            return _error_result(f"internal error: the sandbox failed ({type(e).__name__})", kind="internal_error")
+        if isinstance(r, ToolError):
+            return _error_result(r.message, kind=r.kind, code=r.code)
+        return _tool_result(r.output)
+
+    def input_schema(name: str) -> dict[str, Any] | None:
+        return specs[name].parameters if name in specs else None
+
+    try:
+        from importlib.metadata import version as _dist_version
+
+        version = _dist_version("tooldojo")
+    except Exception:
+        version = ""
+
+    return Server(
+        domain.name,
+        version=version,
+        title=f"tooldojo: {domain.name}",
+        description=domain.description,
+        instructions=domain.policy,
+        get_tool_input_schema=input_schema,
+        on_list_tools=on_list_tools,
+        on_call_tool=on_call_tool,
+    )
+
+
+class BearerAuth:
+    """ASGI middleware: every HTTP request must carry `Authorization: Bearer <token>`, else 401."""
+
+    def __init__(self, app: Any, token: str):
+        self.app = app
+        self._token = token.encode()
+
+    def _ok(self, headers: list[tuple[bytes, bytes]]) -> bool:
+        for name, value in headers:
+            if name.lower() == b"authorization":
+                scheme, _, given = value.strip().partition(b" ")
+                return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), self._token)
+        return False
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] in ("http", "websocket") and not self._ok(scope.get("headers") or []):
+            if scope["type"] == "websocket":
+                await send({"type": "websocket.close", "code": 1008})
+                return
+            body = b'{"error": "unauthorized", "error_description": "send Authorization: Bearer <token>"}'
+            await send({"type": "http.response.start", "status": 401, "headers": [
+                (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                (b"www-authenticate", b'Bearer realm="tooldojo"')]})
+            await send({"type": "http.response.body", "body": body})
+            return
+        await self.app(scope, receive, send)
+
+
+def check_bind(host: str, token: str | None) -> None:
+    """Refuse to expose the server beyond loopback without a token."""
+    if token is not None and not token.strip():
+        raise ValueError("the MCP token is empty: give a non-empty --token (or TOOLDOJO_MCP_TOKEN)")
+    if host not in LOOPBACK and not token:
+        raise ValueError(
+            f"binding to {host} exposes the tools beyond this machine; pass --token (or set {TOKEN_ENV}) "
+            "so clients must send a bearer token, or bind 127.0.0.1"
+        )
+
+
+def _listen_socket(host: str, port: int) -> socket.socket:
+    family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(addr)
+        sock.listen(128)
+        sock.set_inheritable(True)
+    except OSError as e:
+        sock.close()
+        raise OSError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    return sock
+
+
+@contextlib.asynccontextmanager
+async def _domain_sandbox(domain: Domain, seed: int, backend: str) -> AsyncIterator[Sandbox]:
+    from toolzoo.runtime import bundle
+
+    sb = await open_sandbox(SandboxConfig(backend=backend))  # type: ignore[arg-type]
+    try:
+        await sb.load_domain(bundle(domain, seed=seed))
+        yield sb
+    finally:
+        await sb.close()
+
+
+async def _on_signal(stop: Callable[[], None]) -> None:
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        async for _ in signals:
+            stop()
+            return
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+async def aserve_domain(
+    domain_name: str,
+    *,
+    transport: Literal["stdio", "http"] = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    token: str | None = None,
+    seed: int = 0,
+    backend: str = "auto",
+) -> None:
+    """Serve a zoo domain as an MCP server until stdin closes (stdio) or a signal arrives."""
+    from toolzoo.domains import load_domain
+
+    if transport not in ("stdio", "http"):
+        raise ValueError(f"unknown transport {transport!r}: use stdio or http")
+    domain = load_domain(domain_name)
+    if transport == "stdio":
+        from mcp.server.stdio import stdio_server
+
+        async with stdio_server() as (read, write):  # fd 1 is diverted to stderr while serving
+            async with _domain_sandbox(domain, seed, backend) as sb, anyio.create_task_group() as tg:
+                server = build_server(domain, sb)
+                tg.start_soon(_on_signal, tg.cancel_scope.cancel)
+                await server.run(read, write, server.create_initialization_options())
+                tg.cancel_scope.cancel()
+        return
+
+    import uvicorn
+
+    check_bind(host, token)
+    sock = _listen_socket(host, port)
+    try:
+        async with _domain_sandbox(domain, seed, backend) as sb:
+            server = build_server(domain, sb)
+            app: Any = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+            if token:
+                app = BearerAuth(app, token)
+
+            class _Uvicorn(uvicorn.Server):
+                @contextlib.contextmanager
+                def capture_signals(self) -> Any:  # we handle signals ourselves, so the sandbox gets closed
+                    yield
+
+            web = _Uvicorn(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
+            bound = sock.getsockname()
+            shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+            _say(f"serving {domain.name} ({len(domain.tools)} tools, sandbox {sb.backend}) at "
+                 f"http://{shown}:{bound[1]}{MCP_PATH}" + (" (bearer token required)" if token else ""))
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_on_signal, lambda: setattr(web, "should_exit", True))
+                await web.serve(sockets=[sock])
+                tg.cancel_scope.cancel()
+    finally:
+        sock.close()
+
+
+def serve_domain(
+    domain_name: str,
+    *,
+    transport: Literal["stdio", "http"] = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    token: str | None = None,
+    seed: int = 0,
+    backend: str = "auto",
+) -> None:
+    """Blocking `aserve_domain`: serve a zoo domain over stdio or streamable HTTP (`http://host:port/mcp`)."""
+    if transport == "http":
+        check_bind(host, token)  # fail before any sandbox starts
+    anyio.run(lambda: aserve_domain(domain_name, transport=transport, host=host, port=port,
+                                    token=token, seed=seed, backend=backend))
