@@ -14,7 +14,11 @@ _SCALARS = {str: "string", int: "integer", float: "number", bool: "boolean", dic
 
 
 def type_schema(tp: Any, where: str) -> dict[str, Any]:
-    """JSON Schema of a Python annotation: scalars, list[X], dict, Literal[...], X | None, Annotated[X, {...}]."""
+    """JSON Schema of a Python annotation: scalars, list[X], dict, Literal[...], X | None, Annotated[X, {...}].
+
+    Put `| None` inside Annotated (`Annotated[int | None, {"minimum": 0}]`): on Python 3.11 a
+    Union containing an Annotated with dict metadata fails to hash at import time.
+    """
     if isinstance(tp, type) and tp in _SCALARS:
         return {"type": _SCALARS[tp]}
     origin = get_origin(tp)

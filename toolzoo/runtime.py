@@ -21,15 +21,25 @@ from sandboxes import DomainBundle, Sandbox, ToolError, ToolResult
 from toolzoo.spec import Domain, ToolSpec
 
 DSL_SOURCE = (Path(__file__).parent / "dsl.py").read_text()
-_LOCAL_IMPORT = re.compile(r"^\s*from\s+(toolzoo\.dsl|\.\w*)\s+import\s+.*$", re.MULTILINE)
+_LOCAL_IMPORT = re.compile(r"^\s*from\s+(toolzoo\.dsl|\.\w*|__future__)\s+import\s+.*$", re.MULTILINE)
+
+# The DSL runs in its own namespace so that no name in a domain's code can
+# replace the validator or the failure injector; its public names are then
+# copied in for the domain code to use.
+HEADER = """# ---- tooldojo bundle header ----
+_dsl = {{"ToolFailure": ToolFailure, "InvalidArguments": InvalidArguments, "__name__": "toolzoo_dsl"}}
+exec(compile({dsl!r}, "toolzoo/dsl.py", "exec"), _dsl)
+globals().update({{k: v for k, v in _dsl.items() if not k.startswith("_")}})
+"""
 
 FOOTER = """
 
 # ---- tooldojo bundle footer ----
-_SPECS = json.loads({specs!r})
+import json as _json, random as _random
+_SPECS = _json.loads({specs!r})
 SEED = {seed!r}
-INITIAL_STATE = seed(random.Random(SEED))
-TOOLS = build_tools(globals(), _SPECS, json.loads({modes!r}), {rate!r}, {failure_seed!r})
+INITIAL_STATE = seed(_random.Random(SEED))
+TOOLS = _dsl["build_tools"](globals(), _SPECS, _json.loads({modes!r}), {rate!r}, {failure_seed!r})
 """
 
 
@@ -60,7 +70,8 @@ def bundle(
     ])
     modes = json.dumps([m.model_dump() for m in domain.failure_modes])
     f = failures or FailureConfig()
-    source = "\n\n".join([DSL_SOURCE, strip_local_imports(domain.source), *extra]) + FOOTER.format(
+    header = HEADER.format(dsl=DSL_SOURCE)
+    source = "\n\n".join([header, strip_local_imports(domain.source), *extra]) + FOOTER.format(
         specs=spec_json, seed=seed, modes=modes, rate=f.rate, failure_seed=f.seed
     )
     return DomainBundle(name=domain.name, source=source)

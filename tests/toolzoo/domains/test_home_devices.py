@@ -1,0 +1,140 @@
+"""home_devices: every tool, its success path and its declared errors, in a real sandbox."""
+
+import pytest
+
+from toolzoo.testing import DomainHarness
+
+
+@pytest.fixture(scope="module")
+def h():
+    with DomainHarness("home_devices") as harness:
+        yield harness
+
+
+@pytest.fixture(autouse=True)
+def fresh(h):
+    h.reset()
+
+
+def _dev(h, kind, **match):
+    return next(did for did, d in sorted(h.state()["devices"].items())
+                if d["type"] == kind and all(d.get(k) == v for k, v in match.items()))
+
+
+def test_list_home_devices(h):
+    devices = h.state()["devices"]
+    assert len(h.ok("list_home_devices")["devices"]) == len(devices)
+    kitchen = h.ok("list_home_devices", {"room": "Kitchen"})["devices"]
+    assert kitchen and all(d["room"] == "kitchen" for d in kitchen)
+    locks = h.ok("list_home_devices", {"device_type": "lock"})["devices"]
+    assert {d["device_id"] for d in locks} == {k for k, d in devices.items() if d["type"] == "lock"}
+    h.err("list_home_devices", {"device_type": "camera"}, kind="invalid_arguments")
+
+
+def test_get_home_device_status(h):
+    r = h.ok("get_home_device_status", {"device_id": "TH-1"})
+    assert r["type"] == "thermostat" and r["recent_activity"] == []
+    h.err("get_home_device_status", {"device_id": "XX-9"}, code="device_not_found")
+
+
+def test_set_home_light(h):
+    lt = _dev(h, "light", online=True)
+    r = h.ok("set_home_light", {"device_id": lt, "on": True, "brightness": 42, "color_temp_k": 2700})
+    assert r == {"device_id": lt, "on": True, "brightness": 42, "color_temp_k": 2700}
+    d = h.state()["devices"][lt]
+    assert d["on"] is True and d["brightness"] == 42
+    h.ok("set_home_light", {"device_id": lt, "on": False})
+    assert h.state()["devices"][lt]["on"] is False and h.state()["devices"][lt]["brightness"] == 42
+    assert len(h.ok("get_home_device_status", {"device_id": lt})["recent_activity"]) == 2
+    h.err("set_home_light", {"device_id": _dev(h, "light", online=False), "on": True}, code="device_offline")
+    h.err("set_home_light", {"device_id": "TH-1", "on": True}, code="wrong_device_type")
+    h.err("set_home_light", {"device_id": "LT-99", "on": True}, code="device_not_found")
+    h.err("set_home_light", {"device_id": lt, "on": True, "brightness": 150}, kind="invalid_arguments")
+
+
+def test_set_door_lock(h):
+    pin = h.state()["household_pin"]
+    lk = _dev(h, "lock", jammed=False, online=True)
+    h.ok("set_door_lock", {"device_id": lk, "locked": False, "pin": pin})
+    assert h.state()["devices"][lk]["locked"] is False
+    h.ok("set_door_lock", {"device_id": lk, "locked": True})
+    assert h.state()["devices"][lk]["locked"] is True
+    h.err("set_door_lock", {"device_id": lk, "locked": False}, code="pin_required")
+    wrong = f"{(int(pin) + 1) % 10000:04d}"
+    h.err("set_door_lock", {"device_id": lk, "locked": False, "pin": wrong}, code="wrong_pin")
+    assert h.state()["devices"][lk]["locked"] is True
+    h.err("set_door_lock", {"device_id": _dev(h, "lock", jammed=True), "locked": True}, code="lock_jammed")
+    h.err("set_door_lock", {"device_id": "LT-1", "locked": True}, code="wrong_device_type")
+    h.err("set_door_lock", {"device_id": "LK-9", "locked": True}, code="device_not_found")
+    h.err("set_door_lock", {"device_id": lk, "locked": False, "pin": "12"}, kind="invalid_arguments")
+
+
+def test_set_door_lock_offline(h):
+    h.err("set_door_lock", {"device_id": _dev(h, "lock", online=False), "locked": True}, code="device_offline")
+
+
+def test_set_home_thermostat(h):
+    r = h.ok("set_home_thermostat", {"device_id": "TH-1", "mode": "cool", "target_c": 22.5})
+    assert r["mode"] == "cool" and r["target_c"] == 22.5
+    assert h.state()["devices"]["TH-1"]["mode"] == "cool"
+    h.ok("set_home_thermostat", {"device_id": "TH-1", "mode": "off"})
+    assert h.state()["devices"]["TH-1"]["target_c"] == 22.5
+    h.err("set_home_thermostat", {"device_id": "TH-1", "mode": "cool", "target_c": 16}, code="target_out_of_range")
+    h.err("set_home_thermostat", {"device_id": "TH-1", "mode": "heat", "target_c": 28}, code="target_out_of_range")
+    h.err("set_home_thermostat", {"device_id": _dev(h, "thermostat", online=False), "mode": "heat"}, code="device_offline")
+    h.err("set_home_thermostat", {"device_id": "LT-1", "mode": "heat"}, code="wrong_device_type")
+    h.err("set_home_thermostat", {"device_id": "TH-9", "mode": "heat"}, code="device_not_found")
+    h.err("set_home_thermostat", {"device_id": "TH-1", "mode": "heat", "target_c": 35}, kind="invalid_arguments")
+
+
+def test_list_home_scenes(h):
+    scenes = h.ok("list_home_scenes")["scenes"]
+    assert {s["scene_id"] for s in scenes} == set(h.state()["scenes"])
+
+
+def test_activate_home_scene(h):
+    state = h.state()
+    sid = next(sid for sid, s in sorted(state["scenes"].items())
+               if all(state["devices"][a["device_id"]]["online"] and not state["devices"][a["device_id"]].get("jammed")
+                      for a in s["actions"]))
+    h.ok("activate_home_scene", {"scene_id": sid})
+    after = h.state()["devices"]
+    for a in state["scenes"][sid]["actions"]:
+        for k, v in a["settings"].items():
+            assert after[a["device_id"]][k] == v
+    h.err("activate_home_scene", {"scene_id": "SC-99"}, code="scene_not_found")
+
+
+def test_activate_home_scene_all_or_nothing(h):
+    off, on = _dev(h, "light", online=False), _dev(h, "light", online=True)
+    r = h.ok("create_home_scene", {"name": "Mixed", "actions": [
+        {"device_id": on, "settings": {"on": True, "brightness": 5}},
+        {"device_id": off, "settings": {"on": True}}]})
+    before = h.state()
+    h.err("activate_home_scene", {"scene_id": r["scene_id"]}, code="scene_device_unavailable")
+    assert h.state() == before
+
+
+def test_create_home_scene(h):
+    lk = _dev(h, "lock", jammed=False, online=True)
+    r = h.ok("create_home_scene", {"name": "Leaving", "actions": [
+        {"device_id": "LT-1", "settings": {"on": False}},
+        {"device_id": lk, "settings": {"locked": True}},
+        {"device_id": "TH-1", "settings": {"mode": "heat", "target_c": 15}}]})
+    scene = h.state()["scenes"][r["scene_id"]]
+    assert scene["name"] == "Leaving" and len(scene["actions"]) == 3
+    h.err("create_home_scene", {"name": "leaving", "actions": [{"device_id": "LT-1", "settings": {"on": True}}]},
+          code="duplicate_scene_name")
+    h.err("create_home_scene", {"name": "Open up", "actions": [{"device_id": lk, "settings": {"locked": False}}]},
+          code="invalid_scene_action")
+    h.err("create_home_scene", {"name": "Bad", "actions": [{"device_id": "LT-1", "settings": {"mode": "heat"}}]},
+          code="invalid_scene_action")
+    h.err("create_home_scene", {"name": "Ghost", "actions": [{"device_id": "LT-99", "settings": {"on": True}}]},
+          code="device_not_found")
+    h.err("create_home_scene", {"name": "Empty", "actions": []}, kind="invalid_arguments")
+
+
+def test_delete_home_scene(h):
+    h.ok("delete_home_scene", {"scene_id": "SC-2"})
+    assert "SC-2" not in h.state()["scenes"]
+    h.err("delete_home_scene", {"scene_id": "SC-2"}, code="scene_not_found")
