@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from sandboxes.cli import app as sandbox_app
+from synth.cli import app as synth_app
 from toolzoo.cli import app as zoo_app
 
 app = typer.Typer(
@@ -15,6 +16,7 @@ app = typer.Typer(
 )
 app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(zoo_app, name="zoo")
+app.add_typer(synth_app, name="synth")
 
 
 def main() -> None:

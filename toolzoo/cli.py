@@ -95,7 +95,7 @@ def _zoo_at(where: str):  # -> Zoo
 @one_line_errors
 def stats_cmd(
     zoo_dir: str = typer.Argument(..., metavar="DIR", help="a saved zoo (zoo.json), an export, or `seed`"),
-    plot: Path = typer.Option(None, "--plot", help="also write a 2-D map of the tool descriptions (PNG)"),
+    plot: str = typer.Option(None, "--plot", help="also write a 2-D map of the tool descriptions (PNG)"),
     json_out: bool = typer.Option(False, "--json", help="print the stats as one JSON object"),
 ) -> None:
     """Counts per category/domain/provenance/effect and embedding diversity of a zoo."""
@@ -104,7 +104,7 @@ def stats_cmd(
     zoo = _zoo_at(zoo_dir)
     with err_console.status("embedding tool descriptions"):
         s = zoo_stats(zoo)
-        png = plot_map(zoo, plot) if plot is not None else None
+        png = plot_map(zoo, Path(plot)) if plot is not None else None
     if json_out:
         print(s.model_dump_json())
     else:
@@ -132,11 +132,36 @@ def stats_cmd(
 @one_line_errors
 def export_cmd(
     zoo_dir: str = typer.Argument(..., metavar="DIR", help="a saved zoo (zoo.json), or `seed`"),
-    out: Path = typer.Option(..., "--out", help="directory for the Hugging Face dataset, parquet files and card"),
+    out: str = typer.Option(..., "--out", help="directory for the Hugging Face dataset, parquet files and card"),
 ) -> None:
     """Export a zoo as a Hugging Face dataset (save_to_disk + parquet + README card)."""
     from toolzoo.export import export_dataset
 
     zoo = _zoo_at(zoo_dir)
-    path = export_dataset(zoo, out)
+    path = export_dataset(zoo, Path(out))
     console.print(f"exported {len(zoo.tools)} tools, {len(zoo.domains)} domains to {path}", highlight=False)
+
+
+@app.command("validate")
+@one_line_errors
+def validate_cmd(
+    zoo_dir: str = typer.Argument(..., metavar="DIR", help="a saved zoo (zoo.json), or `seed`"),
+    backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
+    sandboxes: int = typer.Option(4, "--sandboxes", min=1, help="sandboxes validating in parallel"),
+    json_out: bool = typer.Option(False, "--json", help="print the report as one JSON object"),
+) -> None:
+    """Check every tool: spec, then sample valid and invalid calls in sandboxes. Exits 1 if any fails."""
+    from toolzoo.validate import validate_zoo_at
+
+    if backend not in ("auto", "docker", "local"):
+        raise ValueError(f"unknown backend {backend!r}: use auto, docker or local")
+    with err_console.status("validating tools in sandboxes"):
+        report = validate_zoo_at(zoo_dir, backend=backend, sandboxes=sandboxes)
+    if json_out:
+        print(report.model_dump_json())
+    else:
+        for r in report.failures():
+            console.print(f"FAIL {r.domain}.{r.name} [{r.stage}]: {r.reason}", highlight=False, markup=False, soft_wrap=True)
+        console.print(report.summary(), highlight=False)
+    if not report.ok:
+        raise typer.Exit(1)

@@ -7,7 +7,8 @@
         policy.md     the rules the agent must follow in this domain
 
 data.py and tools.py use the standard library and toolzoo.dsl only: they run
-inside sandboxes.
+inside sandboxes, where they share one namespace (give module-level helpers a
+per-domain prefix) and where `from __future__` imports are dropped.
 """
 
 from __future__ import annotations
