@@ -669,8 +669,11 @@ class Validator:
             return fail("could not draw any schema-valid arguments")
         refused: list[str] = []
         for args in valid:
+            before = (await sb.snapshot()).digest if t.effect == "read" else None
             r = await sb.call_tool(t.name, args, timeout=self.call_timeout)
             check.calls += 1
+            if before is not None and (await sb.snapshot()).digest != before:
+                return fail(f"declared effect 'read' but {_short(args)} changed the state")
             if r.ok:
                 check.successes += 1
                 if t.returns is not None and not is_valid(t.returns, r.output):
