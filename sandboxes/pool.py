@@ -205,6 +205,9 @@ class SandboxPool:
     async def release(self, sb: Sandbox, *, state: Any = None) -> None:
         """Give a sandbox back: reset and returned to the idle set, or replaced if it is broken."""
         if sb not in self._leased:
+            if not self._running and self._tg is None:
+                await sb.close()  # the pool closed while this lease was out: nothing to return it to
+                return
             raise ValueError(f"sandbox {sb.id} is not leased from this pool")
         self._leased.discard(sb)
         try:

@@ -29,18 +29,41 @@ def tools_cmd(
     seed: int = typer.Option(0, "--seed", help="seed of every random choice: same seed, same zoo"),
     backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
     sandboxes: int = typer.Option(4, "--sandboxes", min=1, help="sandboxes validating in parallel"),
+    base_url: str = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint for LLM evolution, e.g. http://127.0.0.1:8000/v1"),
+    model: str = typer.Option(None, "--model", help="model name the --base-url endpoint serves"),
+    api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="environment variable holding the API key"),
+    categories: str = typer.Option(None, "--categories", help="LLM: comma-separated categories (default: all)"),
+    domains_per_category: int = typer.Option(1, "--domains-per-category", min=0, help="LLM: new domains per category"),
+    tools_per_domain: int = typer.Option(4, "--tools-per-domain", min=1, help="LLM: new tools per domain"),
+    repairs: int = typer.Option(2, "--repairs", min=0, help="LLM: repair rounds for a failing domain or tool"),
+    extend: str = typer.Option(None, "--extend", help="LLM: comma-separated seed domains to add tools to"),
+    max_tokens: int = typer.Option(None, "--max-tokens", min=16, help="LLM: cap on tokens per answer"),
+    concurrency: int = typer.Option(8, "--concurrency", min=1, help="LLM: requests in flight"),
 ) -> None:
-    """Evolve the seed zoo (add_parameter, add_constraint, change_representation, specialise, compose)
-    until N distinct tools pass sandboxed validation; write the zoo and the rejected candidates."""
+    """Evolve the seed zoo: --offline with rule-based operators (add_parameter, add_constraint,
+    change_representation, specialise, compose) until N distinct tools pass sandboxed validation, or with
+    an LLM (--base-url, --model: categories -> new domains -> tools with code, validated and repaired);
+    write the zoo and the rejected candidates."""
     import anyio
 
     from toolzoo.evolve import synthesize
     from toolzoo.validate import Validator
 
-    if not offline:
-        raise ValueError("an LLM endpoint comes with the synth issue; use --offline for rule-based evolution")
     if backend not in ("auto", "docker", "local"):
         raise ValueError(f"unknown backend {backend!r}: use auto, docker or local")
+    if not offline:
+        if not base_url:
+            raise ValueError("LLM evolution needs an LLM endpoint: pass --base-url URL --model M "
+                             "[--api-key-env VAR], or --offline for rule-based evolution")
+        from synth.evolve_llm import run_cli
+
+        code = run_cli(base_url=base_url, model=model, api_key_env=api_key_env, out=out, seed=seed, backend=backend,
+                       sandboxes=sandboxes, categories=categories, domains_per_category=domains_per_category,
+                       tools_per_domain=tools_per_domain, repairs=repairs, extend=extend, max_tokens=max_tokens,
+                       concurrency=concurrency)
+        if code:
+            raise typer.Exit(code)
+        return
 
     with Progress(TextColumn("[bold]tools[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err_console, transient=False) as bar:
@@ -72,3 +95,84 @@ def tools_cmd(
     if s.passing < n:
         err_console.print(f"only {s.passing} distinct tools pass: the operators ran out of new tools", style="red")
         raise typer.Exit(1)
+
+
+
+@app.command("tasks")
+@one_line_errors
+def tasks_cmd(
+    n: int = typer.Option(..., "--n", min=1, help="how many replay-validated tasks to write"),
+    out: str = typer.Option(..., "--out", help="directory for tasks.jsonl, the dataset (hf/, tasks.parquet), summary.json"),
+    seed: int = typer.Option(0, "--seed", help="seed of every random choice: same seed, same tasks"),
+    domains: str = typer.Option(None, "--domains", help="comma-separated seed domains (default: all)"),
+    backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
+    sandboxes: int = typer.Option(4, "--sandboxes", min=1, help="sandboxes working in parallel"),
+) -> None:
+    """Synthesize verifiable tasks (APIGen-MT blueprints: instruction, gold actions, expected outputs),
+    each validated by replaying its gold actions twice in fresh sandboxes."""
+    from synth.tasks import export_tasks, synthesize_tasks
+
+    names = [d.strip() for d in domains.split(",") if d.strip()] if domains else None
+    with Progress(TextColumn("[bold]tasks[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err_console, transient=False) as bar:
+        bars: dict[str, int] = {}
+
+        def progress(phase: str, done: int, total: int) -> None:
+            if phase not in bars:
+                bars[phase] = bar.add_task(phase, total=total)
+            bar.update(bars[phase], completed=done, total=total)
+
+        result = synthesize_tasks(n, seed=seed, domains=names, backend=backend, sandboxes=sandboxes, progress=progress)
+    path = export_tasks(result, out)
+    s = result.stats
+    console.print(f"{s.kept}/{n} tasks in {s.seconds:.1f}s ({s.tasks_per_min:.0f}/min, backend {s.backend}); "
+                  f"replay pass rate {s.replay_pass_rate:.1%} of {s.replayed}; {s.attempts} attempts; "
+                  + ", ".join(f"{k} {v}" for k, v in s.per_difficulty.items())
+                  + f"; {s.needs_user_info} need user info; {len(s.per_domain)} domains", highlight=False)
+    console.print(f"wrote {path / 'tasks.jsonl'}, {path / 'hf'}, {path / 'tasks.parquet'}, {path / 'summary.json'}",
+                  highlight=False)
+    if s.kept < n:
+        err_console.print(f"only {s.kept} of {n} tasks were made: see {path / 'dropped.jsonl'}", style="red")
+        raise typer.Exit(1)
+
+@app.command("trajectories")
+@one_line_errors
+def trajectories_cmd(
+    tasks: str = typer.Option(..., "--tasks", help="directory (or tasks.jsonl) written by `dojo synth tasks`"),
+    out: str = typer.Option(..., "--out", help="directory for trajectories.jsonl and the TRL dataset (sft/)"),
+    agent: str = typer.Option("scripted", "--agent", help="scripted (replays the gold actions) | endpoint"),
+    user: str = typer.Option("scripted", "--user", help="scripted | llm"),
+    base_url: str = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint for --agent endpoint / --user llm"),
+    model: str = typer.Option(None, "--model", help="model name at --base-url"),
+    concurrency: int = typer.Option(8, "--concurrency", min=1, help="episodes (and sandboxes) at a time"),
+    backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
+    best_of_n: int = typer.Option(1, "--best-of-n", min=1, help="LLM user: candidates per reply"),
+    critique: bool = typer.Option(False, "--critique", help="LLM user: pick among candidates with a self-critique"),
+) -> None:
+    """Run every task once (agent + user simulator + sandboxed tools); write trajectories.jsonl and a
+    Hugging Face dataset in TRL's conversational tool-calling format (messages + tools)."""
+    import collections
+    import time
+
+    import anyio
+
+    from synth.sft_data import generate
+    from synth.tasks import load_tasks
+
+    if backend not in ("auto", "docker", "local"):
+        raise ValueError(f"unknown backend {backend!r}: use auto, docker or local")
+    task_list = load_tasks(tasks)
+    start = time.perf_counter()
+    trajs, report = anyio.run(lambda: generate(
+        task_list, out, agent=agent, user=user, base_url=base_url, model=model, concurrency=concurrency,
+        backend=backend, best_of_n=best_of_n, critique=critique))
+    dt = time.perf_counter() - start
+    ends = collections.Counter(t.termination for t in trajs)
+    ep = report.episodes_s
+    console.print(f"{len(trajs)} episodes in {ep:.1f}s ({len(trajs) / max(ep, 1e-9) * 60:.0f}/min; "
+                  f"{dt - ep:.1f}s more for sandbox start-up and export): "
+                  + ", ".join(f"{k} {v}" for k, v in ends.most_common())
+                  + f"; {sum(t.reached_expected_state for t in trajs)} reach the gold state, "
+                  f"{sum(t.stats.malformed_calls for t in trajs)} malformed calls", highlight=False)
+    console.print(f"wrote {report.jsonl} and {report.dataset} ({report.rows} rows, {report.skipped} skipped)",
+                  highlight=False)

@@ -111,3 +111,11 @@ def test_sync_wrapper(backend):
         assert sb.call_tool("counter_get", {"name": "s"}).output["value"] == 1
         assert sb.load_domain(COUNTER_DOMAIN) == ["add"]
         assert sb.call_tool("add", {"n": 1}).output == {"total": 101}
+
+
+async def test_release_after_the_pool_closed_is_harmless(backend):
+    pool = SandboxPool(SandboxConfig(backend=backend), size=1)
+    async with pool:
+        sb = await pool.acquire()
+    assert not sb.alive  # aclose closed leased sandboxes too
+    await pool.release(sb)  # an episode finishing late must not crash

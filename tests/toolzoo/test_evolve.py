@@ -177,7 +177,7 @@ def test_cli_synth_then_validate(tmp_path):
 
     runner = CliRunner()
     r = runner.invoke(app, ["synth", "tools", "--n", "10", "--out", str(tmp_path / "nope")])
-    assert r.exit_code == 1 and "LLM endpoint" in r.output and "synth issue" in r.output
+    assert r.exit_code == 1 and "LLM endpoint" in r.output and "--base-url" in r.output
     out = tmp_path / "zoo"
     r = runner.invoke(app, ["synth", "tools", "--offline", "--n", "300", "--out", str(out), "--seed", "0"])
     assert r.exit_code == 0, r.output
