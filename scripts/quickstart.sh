@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job: set up, check the sandboxes, run a sandboxed tool episode,
-# then grow, validate, map and export a tool zoo from the seed domains.
+# grow, validate, map and export a tool zoo from the seed domains, then
+# synthesize verifiable tasks and play them as sandboxed episodes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -11,4 +12,6 @@ $dojo synth tools --offline --n 500 --out runs/quickstart/zoo
 $dojo zoo validate runs/quickstart/zoo
 $dojo zoo stats runs/quickstart/zoo --plot runs/quickstart/zoo-map.png
 $dojo zoo export runs/quickstart/zoo --out runs/quickstart/dataset
-echo "zoo, map and dataset are in runs/quickstart/"
+$dojo synth tasks --n 50 --out runs/quickstart/tasks
+$dojo synth trajectories --tasks runs/quickstart/tasks --out runs/quickstart/trajectories
+echo "zoo, map, dataset, tasks and trajectories are in runs/quickstart/"
