@@ -325,7 +325,9 @@ async def run_episode(
                 msg, raw_calls = _normalize_assistant(raw)
             except Exception as e:
                 step("agent", t)
-                reason, traj.error = "agent_error", f"{type(e).__name__}: {e}"
+                # A prompt that outgrew the model's context is the token limit, not an agent failure.
+                reason = "max_tokens" if _context_overflow(e) else "agent_error"
+                traj.error = f"{type(e).__name__}: {e}"
                 break
             step("agent", t)
             msgs.append(msg)
@@ -430,3 +432,12 @@ async def run_episodes(
             for i, task in enumerate(tasks):
                 tg.start_soon(one, i, task)
     return [t for t in out if t is not None]
+
+
+_OVERFLOW = ("maximum context length", "context length", "max_model_len", "too many tokens", "prompt is too long")
+
+
+def _context_overflow(e: Exception) -> bool:
+    from synth.llm import LLMRequestError
+
+    return isinstance(e, LLMRequestError) and any(m in str(e).lower() for m in _OVERFLOW)

@@ -165,6 +165,16 @@ async def test_async_callable_agent_and_agent_errors(pool):
     assert pool.leased == 0
 
 
+async def test_context_overflow_ends_the_episode_as_max_tokens(pool):
+    from synth.llm import LLMRequestError
+
+    def agent(messages, tools):
+        raise LLMRequestError("This model's maximum context length is 2048 tokens; your prompt has 2301", status_code=400)
+
+    traj = await run_episode(retail_task(needs_user_info=False), CallableAgent(agent), ScriptedUser(), pool)
+    assert traj.termination == "max_tokens" and "2048" in traj.error
+
+
 # ---------------------------------------------------------------------------- limits
 def looping_agent(messages, tools):
     return {"role": "assistant", "content": None, "tool_calls": [
