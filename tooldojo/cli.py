@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from rewards.cli import app as rewards_app
+from rewards.cli import filter_cmd
 from sandboxes.cli import app as sandbox_app
 from synth.cli import app as synth_app
 from toolzoo.cli import app as zoo_app
@@ -17,6 +19,9 @@ app = typer.Typer(
 app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(zoo_app, name="zoo")
 app.add_typer(synth_app, name="synth")
+app.add_typer(rewards_app, name="rewards")
+# `dojo synth filter` lives in rewards (synth must not import rewards); only the root sees both.
+synth_app.command("filter")(filter_cmd)
 
 
 def main() -> None:
