@@ -14,4 +14,5 @@ $dojo zoo stats runs/quickstart/zoo --plot runs/quickstart/zoo-map.png
 $dojo zoo export runs/quickstart/zoo --out runs/quickstart/dataset
 $dojo synth tasks --n 50 --out runs/quickstart/tasks
 $dojo synth trajectories --tasks runs/quickstart/tasks --out runs/quickstart/trajectories
-echo "zoo, map, dataset, tasks and trajectories are in runs/quickstart/"
+$dojo synth filter --tasks runs/quickstart/tasks --trajectories runs/quickstart/trajectories --out runs/quickstart/sft
+echo "zoo, map, dataset, tasks, trajectories and the filtered SFT set are in runs/quickstart/"
