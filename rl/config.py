@@ -1,0 +1,425 @@
+"""The training config: plain data, loaded from YAML plus dotted ``key=value`` overrides.
+
+    cfg = load_config("examples/train_tiny.yaml", ["grpo.max_steps=5", "rollout.use_vllm=false"])
+    args = to_grpo_config(cfg)                      # a trl.GRPOConfig (imports trl/torch only here)
+
+Sections: ``model`` (a hub id / path, or ``tiny: true`` for :func:`rl.tiny.build_tiny_model`),
+``data`` (tasks dir, domains), ``grpo`` (the optimiser and loss), ``rollout`` (vLLM and the
+multi-turn episode limits), ``reward`` (a :class:`rewards.compose.RewardConfig`) and ``run``
+(output, seed, logging, checkpoints).
+
+Defaults are Dr. GRPO as TRL 1.16 implements it (``loss_type="dr_grpo"``, ``scale_rewards="none"``,
+``beta=0.0``; TRL's own defaults are DAPO with group-std scaling). Dr. GRPO divides each
+micro-batch's token-summed loss by ``batch_size * max_completion_length``, so
+``grpo.max_completion_length`` is the loss normaliser as well as the completion budget: it has a
+default, but a config that leaves it unset is logged as a warning, and its value is logged on
+every load.
+
+Every problem is a :class:`ConfigError` whose message names the dotted field and the reason
+(``grpo.loss_type: Input should be 'grpo', 'dr_grpo', ...``), raised by :func:`load_config`
+before anything touches a model: this module imports neither torch nor transformers until
+:func:`to_grpo_config` / :func:`resolve_model_path` are called.
+"""
+
+from __future__ import annotations
+
+import logging
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from rewards.compose import RewardConfig
+
+__all__ = [
+    "ConfigError",
+    "DataConfig",
+    "GRPOSection",
+    "ModelConfig",
+    "RolloutConfig",
+    "RunConfig",
+    "TinyModelParams",
+    "TrainConfig",
+    "apply_overrides",
+    "load_config",
+    "resolve_model_path",
+    "to_grpo_config",
+]
+
+log = logging.getLogger("tooldojo.rl")
+
+LossType = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
+DEFAULT_MAX_COMPLETION_LENGTH = 2048
+# Head sizes vLLM's CPU attention implements (the same list rl.tiny checks; kept in sync by a test).
+_VLLM_CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
+
+
+class ConfigError(ValueError):
+    """A config problem. ``problems`` is a list of ``(dotted field or None, reason)``; the message
+    is one ``field: reason`` line per problem."""
+
+    def __init__(self, problems: list[tuple[str | None, str]] | str, field: str | None = None):
+        if isinstance(problems, str):
+            problems = [(field, problems)]
+        self.problems = problems
+        self.field = problems[0][0] if problems else None
+        self.reason = problems[0][1] if problems else ""
+        super().__init__("\n".join(f"{f}: {r}" if f else r for f, r in problems))
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+# ======================================================================= sections
+class TinyModelParams(_Section):
+    """Arguments of :func:`rl.tiny.build_tiny_model`."""
+
+    out_dir: str | None = Field(None, description="where to build it; None: rl.tiny.default_cache_dir()")
+    seed: int = 0
+    vocab_size: int = Field(2048, ge=261)
+    hidden: int = Field(128, gt=0)
+    layers: int = Field(2, gt=0)
+    heads: int = Field(4, gt=0)
+    kv_heads: int | None = Field(None, gt=0)
+    intermediate: int | None = Field(None, gt=0)
+    max_positions: int = Field(2048, gt=0)
+
+    @model_validator(mode="after")
+    def _shape(self) -> TinyModelParams:
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden ({self.hidden}) must be a multiple of heads ({self.heads})")
+        if self.hidden // self.heads not in _VLLM_CPU_HEAD_SIZES:
+            raise ValueError(f"head size hidden/heads = {self.hidden // self.heads} is not one vLLM's CPU "
+                             f"attention supports {_VLLM_CPU_HEAD_SIZES}")
+        kv = self.kv_heads or max(1, self.heads // 2)
+        if self.heads % kv:
+            raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({kv})")
+        return self
+
+
+class ModelConfig(_Section):
+    """The policy: ``name_or_path`` (a hub id or a local folder) or ``tiny: true``."""
+
+    name_or_path: str | None = None
+    tiny: bool = False
+    tiny_params: TinyModelParams = Field(default_factory=TinyModelParams)
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ModelConfig:
+        if self.tiny and self.name_or_path:
+            raise ValueError("set either name_or_path or tiny: true, not both")
+        if not self.tiny and not self.name_or_path:
+            raise ValueError("set name_or_path (a hub id or a local folder) or tiny: true")
+        return self
+
+
+class DataConfig(_Section):
+    tasks: str | None = Field(None, description="a tasks folder written by `dojo synth tasks` / synth.export_tasks")
+    domains: list[str] | None = Field(None, description="train only on these domains; None: all")
+    max_tasks: int | None = Field(None, gt=0)
+    shuffle: bool = True
+
+    @field_validator("domains")
+    @classmethod
+    def _domains(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and not v:
+            raise ValueError("an empty domain list selects nothing; use null for all domains")
+        return v
+
+
+class GRPOSection(_Section):
+    """The loss and the optimiser. Field names are GRPOConfig's; defaults give Dr. GRPO."""
+
+    loss_type: LossType = "dr_grpo"
+    scale_rewards: Literal["group", "batch", "none"] = "none"
+    beta: float = Field(0.0, ge=0.0, description="KL coefficient; 0 loads no reference model")
+    num_generations: int = Field(8, ge=2, description="G: completions per prompt")
+    max_completion_length: int = Field(
+        DEFAULT_MAX_COMPLETION_LENGTH, gt=0,
+        description="completion budget (all turns, tool output included) AND the Dr. GRPO loss normaliser")
+    learning_rate: float = Field(1e-6, gt=0.0)
+    lr_scheduler_type: str = "constant"
+    warmup_steps: int = Field(0, ge=0)
+    weight_decay: float = Field(0.0, ge=0.0)
+    max_grad_norm: float = Field(1.0, gt=0.0)
+    per_device_train_batch_size: int = Field(8, gt=0)
+    gradient_accumulation_steps: int = Field(1, gt=0)
+    steps_per_generation: int | None = Field(None, gt=0)
+    num_iterations: int = Field(1, gt=0, description="PPO epochs per generation batch (mu)")
+    max_steps: int = Field(100, gt=0)
+    temperature: float = Field(1.0, gt=0.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    epsilon: float = Field(0.2, gt=0.0)
+    epsilon_high: float | None = Field(None, gt=0.0)
+    importance_sampling_level: Literal["token", "sequence"] = "token"
+    mask_truncated_completions: bool = False
+    gradient_checkpointing: bool = True
+
+
+class RolloutConfig(_Section):
+    """How episodes are generated. The vLLM knobs go to GRPOConfig; the episode limits and the
+    user simulator are read by the multi-turn environment."""
+
+    use_vllm: bool = False
+    vllm_mode: Literal["colocate", "server"] = "colocate"
+    vllm_gpu_memory_utilization: float = Field(0.3, gt=0.0, le=1.0)
+    vllm_enable_sleep_mode: bool = False
+    vllm_server_base_url: str | None = None
+    vllm_importance_sampling_correction: bool = True
+    max_turns: int = Field(8, gt=0, description="user/assistant turns per episode")
+    max_tool_calls: int = Field(16, ge=0, description="tool calls per episode")
+    user: Literal["scripted", "llm"] = "scripted"
+    user_model: str | None = Field(None, description="the user simulator's model when user: llm")
+
+
+class RunConfig(_Section):
+    output_dir: str = "runs/train"
+    run_name: str | None = None
+    seed: int = 0
+    logging: list[Literal["trackio", "tensorboard"]] = Field(
+        default_factory=list, description="report_to backends; [] logs to the console only")
+    logging_steps: int = Field(1, gt=0)
+    save_steps: int = Field(50, gt=0)
+    save_total_limit: int | None = Field(None, gt=0)
+    resume: bool | str = Field(False, description="true: the latest checkpoint in output_dir; a path: that checkpoint")
+
+
+class TrainConfig(_Section):
+    model: ModelConfig
+    data: DataConfig = Field(default_factory=DataConfig)
+    grpo: GRPOSection = Field(default_factory=GRPOSection)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    reward: RewardConfig = Field(default_factory=RewardConfig.default)
+    run: RunConfig = Field(default_factory=RunConfig)
+
+    @property
+    def is_dr_grpo(self) -> bool:
+        g = self.grpo
+        return g.loss_type == "dr_grpo" and g.scale_rewards == "none" and g.beta == 0.0
+
+    @property
+    def max_completion_length_explicit(self) -> bool:
+        return "max_completion_length" in self.grpo.model_fields_set
+
+    def to_yaml(self) -> str:
+        import yaml
+
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
+
+
+# ==================================================================== errors
+_UNION_TAGS = {"bool", "str", "int", "float", "list", "dict", "none", "NoneType"}
+
+
+def _annotation_model(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            m = _annotation_model(arg)
+            if m is not None:
+                return m
+    return None
+
+
+def _model_at(path: Iterable[str | int]) -> type[BaseModel] | None:
+    """The pydantic model a dotted path leads to, if any (list indices are stepped over)."""
+    model: type[BaseModel] | None = TrainConfig
+    for part in path:
+        if model is None:
+            return None
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part)
+        if field is None:
+            return None
+        ann = field.annotation
+        if typing.get_origin(ann) is list:
+            ann = typing.get_args(ann)[0]
+        model = _annotation_model(ann)
+    return model
+
+
+def _loc_path(loc: tuple[Any, ...]) -> tuple[str | int, ...]:
+    return tuple(p for p in loc if isinstance(p, int) or (p not in _UNION_TAGS and "[" not in str(p)))
+
+
+def _translate(e: ValidationError) -> ConfigError:
+    merged: dict[str, list[str]] = {}
+    for err in e.errors(include_url=False):
+        path = _loc_path(tuple(err["loc"]))
+        dotted = ".".join(map(str, path)) or None
+        if err["type"] == "extra_forbidden":
+            parent = _model_at(path[:-1])
+            known = f"; known keys here: {', '.join(parent.model_fields)}" if parent is not None else ""
+            reason = f"unknown key{known}"
+        elif err["type"] == "missing":
+            reason = "required, but not set"
+        else:
+            reason = err["msg"].removeprefix("Value error, ")
+        msgs = merged.setdefault(dotted or "config", [])
+        if reason not in msgs:
+            msgs.append(reason)
+    return ConfigError([(f, "; ".join(r)) for f, r in merged.items()])
+
+
+# ================================================================= overrides
+def _parse_override(item: str) -> tuple[list[str | int], Any]:
+    import yaml
+
+    key, sep, raw = item.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(f"an override must look like dotted.key=value, got {item!r}", field=key or None)
+    parts: list[str | int] = []
+    for p in key.split("."):
+        if not p:
+            raise ConfigError(f"empty part in the dotted key {key!r}", field=key)
+        parts.append(int(p) if p.isdigit() else p)
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"the value {raw!r} is not valid YAML: {e}", field=key) from e
+    return parts, value
+
+
+def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
+    """Apply ``a.b.c=value`` overrides to a raw config mapping (in place; also returned).
+
+    Values are YAML scalars or flow collections (``3``, ``1e-6``, ``true``, ``null``, ``[a, b]``,
+    ``{k: v}``). Missing sections are created; a numeric part indexes a list that is already
+    there (``reward.components.0.weight=0.5``). Unknown keys are left for validation to reject.
+    """
+    for item in overrides:
+        parts, value = _parse_override(item)
+        node: Any = data
+        for i, part in enumerate(parts):
+            here = ".".join(map(str, parts[: i + 1]))
+            last = i == len(parts) - 1
+            if isinstance(node, list):
+                if not isinstance(part, int):
+                    raise ConfigError(f"is a list; index it with a number, not {part!r}", field=".".join(map(str, parts[:i])))
+                if not 0 <= part < len(node):
+                    raise ConfigError(f"index out of range (the list has {len(node)} items)", field=here)
+            elif isinstance(node, dict):
+                if isinstance(part, int):
+                    part = str(part)
+            else:
+                raise ConfigError(f"is a {type(node).__name__} ({node!r}), not a section",
+                                  field=".".join(map(str, parts[:i])))
+            if last:
+                node[part] = value
+            else:
+                if isinstance(node, dict) and (part not in node or node[part] is None):
+                    if isinstance(parts[i + 1], int):
+                        raise ConfigError("no list here to index: set the whole list in the YAML or as "
+                                          f"{here}=[...]", field=here)
+                    node[part] = {}
+                node = node[part]
+    return data
+
+
+# ====================================================================== load
+def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -> TrainConfig:
+    """Load a YAML config (or start from nothing when ``path`` is None), apply overrides, validate.
+
+    Raises :class:`ConfigError` naming the field on any problem. Touches no model.
+    """
+    import yaml
+
+    data: Any = {}
+    if path is not None:
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except OSError as e:
+            raise ConfigError(f"cannot read the config file {p}: {e.strerror or e}") from e
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{p} is not valid YAML: {e}") from e
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise ConfigError(f"{p} must hold a mapping of sections, not a {type(data).__name__}")
+    data = apply_overrides(data, list(overrides))
+    cfg = validate_config(data)
+    _log_loss_setup(cfg)
+    return cfg
+
+
+def validate_config(data: Mapping[str, Any]) -> TrainConfig:
+    try:
+        return TrainConfig.model_validate(data)
+    except ValidationError as e:
+        raise _translate(e) from None
+
+
+def _log_loss_setup(cfg: TrainConfig) -> None:
+    g = cfg.grpo
+    if not cfg.max_completion_length_explicit:
+        log.warning("grpo.max_completion_length is not set: using the default %d. It is the completion budget and "
+                    "the Dr. GRPO loss normaliser; choose it deliberately.", g.max_completion_length)
+    log.info("loss: %s, scale_rewards=%s, beta=%s, max_completion_length=%d (normaliser: batch x %d)",
+             g.loss_type, g.scale_rewards, g.beta, g.max_completion_length, g.max_completion_length)
+    if not cfg.is_dr_grpo:
+        log.warning("this config is not Dr. GRPO (loss_type=%s, scale_rewards=%s, beta=%s)",
+                    g.loss_type, g.scale_rewards, g.beta)
+
+
+# ================================================================== to TRL
+def resolve_model_path(cfg: TrainConfig) -> str:
+    """``model.name_or_path``, or the tiny model's folder (built on first use)."""
+    if not cfg.model.tiny:
+        assert cfg.model.name_or_path is not None
+        return cfg.model.name_or_path
+    from rl.tiny import build_tiny_model
+
+    return str(build_tiny_model(**cfg.model.tiny_params.model_dump()))
+
+
+def to_grpo_config(cfg: TrainConfig, **extra: Any):
+    """The ``trl.GRPOConfig`` for ``cfg``: CPU (``use_cpu``) without CUDA, bf16 only on CUDA.
+    ``extra`` sets further GRPOConfig fields. TRL's own checks become :class:`ConfigError`."""
+    import torch
+    from trl import GRPOConfig
+
+    g, ro, run = cfg.grpo, cfg.rollout, cfg.run
+    cuda = torch.cuda.is_available()
+    if cfg.model.dtype == "auto":
+        bf16 = cuda and torch.cuda.is_bf16_supported()
+    else:
+        bf16 = cuda and cfg.model.dtype == "bfloat16"
+    kwargs: dict[str, Any] = dict(
+        output_dir=run.output_dir,
+        run_name=run.run_name,
+        seed=run.seed,
+        report_to=list(run.logging) or "none",
+        logging_steps=run.logging_steps,
+        save_steps=run.save_steps,
+        save_total_limit=run.save_total_limit,
+        use_cpu=not cuda,
+        bf16=bf16,
+        fp16=cuda and cfg.model.dtype == "float16",
+        **g.model_dump(),
+        use_vllm=ro.use_vllm,
+        vllm_mode=ro.vllm_mode,
+        vllm_gpu_memory_utilization=ro.vllm_gpu_memory_utilization,
+        vllm_enable_sleep_mode=ro.vllm_enable_sleep_mode,
+        vllm_server_base_url=ro.vllm_server_base_url,
+        vllm_importance_sampling_correction=ro.vllm_importance_sampling_correction,
+    )
+    kwargs.update(extra)
+    try:
+        args = GRPOConfig(**kwargs)
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"TRL rejected the config: {e}") from e
+    log.info("GRPOConfig: loss_type=%s scale_rewards=%s beta=%s max_completion_length=%d use_cpu=%s bf16=%s",
+             args.loss_type, args.scale_rewards, args.beta, args.max_completion_length, args.use_cpu, args.bf16)
+    return args
