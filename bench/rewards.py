@@ -44,9 +44,9 @@ from typing import Any
 import anyio
 from rich.console import Console
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import _common  # noqa: E402  (first: fixes sys.path)
+
+ROOT = _common.ROOT
 
 console = Console(stderr=True)
 
@@ -356,8 +356,7 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as e:  # noqa: BLE001
                 console.print(f"[red]cleanup failed: {e}")
         result["total_s"] = round(time.perf_counter() - t0, 1)
-    sys.stdout.write(json.dumps(result) + "\n")
-    sys.stdout.flush()
+    _common.emit(result, ("backend", "quick"))
     return 0 if not result.get("errors") else 1
 
 

@@ -27,13 +27,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-# This file is called sandboxes.py: keep its own folder off sys.path so that
-# `import sandboxes` finds the library, not this script.
-_HERE = Path(__file__).resolve().parent
-_ROOT = _HERE.parent
-sys.path[:] = [p for p in sys.path if Path(p or os.getcwd()).resolve() != _HERE]
-if str(_ROOT) not in sys.path:
-    sys.path.insert(0, str(_ROOT))
+import _common  # noqa: E402  (first: fixes sys.path)
 
 import anyio
 from rich.console import Console
@@ -678,9 +672,7 @@ def main() -> int:
     finish(result, args.quick)
     if result.get("errors"):
         rc = rc or 1
-    ordered = {k: result[k] for k in ("backend", "quick", "machine") if k in result}
-    ordered.update({k: v for k, v in result.items() if k not in ordered})
-    print(json.dumps(ordered, separators=(", ", ": ")), flush=True)
+    _common.emit(result, ("backend", "quick", "machine"))
     return rc
 
 

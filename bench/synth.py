@@ -52,27 +52,20 @@ import resource
 import secrets
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-# Keep this folder off sys.path (bench/toolzoo.py and bench/sandboxes.py shadow libraries).
-_HERE = Path(__file__).resolve().parent
-_ROOT = _HERE.parent
-sys.path[:] = [p for p in sys.path if Path(p or os.getcwd()).resolve() != _HERE]
-if str(_ROOT) not in sys.path:
-    sys.path.insert(0, str(_ROOT))
+import _common  # noqa: E402  (first: fixes sys.path)
 
 import anyio  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: E402
+from synth.vllm_server import TINY_FLAGS, VLLMServer, start_vllm_server  # noqa: E402
 
 console = Console(stderr=True, highlight=False)
 
@@ -87,14 +80,6 @@ COUNTS = {
     "episode_concurrency": (64, 64),
     "warmup": (32, 16),
 }
-
-# The vllm_server fixture's flags (tests/conftest.py).
-VLLM_FLAGS = [
-    "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
-    "--max-model-len", "2048", "--dtype", "float32",
-    "--structured-outputs-config", '{"backend": "xgrammar", "disable_any_whitespace": true}',
-]
-
 
 def count(key: str, quick: bool) -> int:
     full, q = COUNTS[key]
@@ -192,131 +177,11 @@ class CpuMeter:
 
 
 # ------------------------------------------------------------------ vLLM server
-class Server:
-    def __init__(self, base_url: str, model: str, proc: subprocess.Popen | None = None, log_path: Path | None = None):
-        self.base_url = base_url.rstrip("/")
-        self.model = model
-        self.proc = proc
-        self.log_path = log_path
-        self.startup_s: float | None = None
-
-    external_pgid: int | None = None
-
-    @property
-    def pgid(self) -> int | None:
-        if self.proc is None:
-            return self.external_pgid
-        return self.proc.pid if self.proc.poll() is None else None
-
-    def log_tail(self, lines: int = 40) -> str:
-        if self.log_path is None:
-            return ""
-        try:
-            with open(self.log_path, errors="replace") as f:
-                return "".join(f.readlines()[-lines:])
-        except OSError as e:
-            return f"(no log: {e})"
-
-    def models(self) -> list[dict[str, Any]]:
-        with urllib.request.urlopen(f"{self.base_url}/models", timeout=10) as r:
-            return json.loads(r.read()).get("data") or []
-
-    def max_model_len(self) -> int | None:
-        try:
-            for m in self.models():
-                if m.get("id") == self.model and m.get("max_model_len"):
-                    return int(m["max_model_len"])
-        except (OSError, ValueError):
-            pass
-        return None
-
-    def stop(self, grace_s: float = 20.0) -> None:
-        proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            pass
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # and any engine process left in the group
-        except ProcessLookupError:
-            pass
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _die_with_parent() -> None:  # runs in the child before exec
-    import ctypes
-
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
-def _child_setup(nice: int) -> None:
-    _die_with_parent()
-    if nice:
-        os.nice(nice)
-
-
-def start_vllm(deadline_s: float, log_dir: Path, nice: int = 0) -> Server:
+def start_vllm(deadline_s: float, log_dir: Path, nice: int = 0) -> VLLMServer:
     """The tiny model on a fresh vLLM server, exactly as the tests' vllm_server fixture starts it."""
     from rl.tiny import build_tiny_model
 
-    model_dir = build_tiny_model()
-    port = _free_port()
-    log_path = log_dir / "vllm-server.log"
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-           "--model", str(model_dir), "--served-model-name", "tiny",
-           "--host", "127.0.0.1", "--port", str(port), *VLLM_FLAGS]
-    if os.environ.get("TOOLDOJO_VLLM_COMPILE") != "1":
-        cmd.append("--enforce-eager")
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
-           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
-           "TOKENIZERS_PARALLELISM": "false"}
-    env.pop("OPENAI_API_KEY", None)
-    env.pop("VLLM_API_KEY", None)
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                start_new_session=True, preexec_fn=lambda: _child_setup(nice))
-    server = Server(f"http://127.0.0.1:{port}/v1", "tiny", proc, log_path)
-    start = time.monotonic()
-    try:
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"vLLM exited with code {proc.returncode} while starting; log {log_path}:\n"
-                                   f"{server.log_tail()}")
-            try:
-                with urllib.request.urlopen(f"{server.base_url}/models", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except (urllib.error.URLError, OSError):
-                pass
-            if time.monotonic() - start > deadline_s:
-                raise RuntimeError(f"vLLM did not answer {server.base_url}/models within {deadline_s:.0f} s; "
-                                   f"log {log_path}:\n{server.log_tail()}")
-            time.sleep(0.5)
-    except BaseException:
-        server.stop()
-        raise
-    server.startup_s = time.monotonic() - start
-    return server
+    return start_vllm_server(build_tiny_model(), log_path=log_dir / "vllm-server.log", deadline_s=deadline_s, nice=nice)
 
 
 # ------------------------------------------------------------------ tasks
@@ -462,7 +327,7 @@ def make_agent_class() -> type:
     return BenchAgent
 
 
-def llm_config(server: Server, concurrency: int) -> Any:
+def llm_config(server: VLLMServer, concurrency: int) -> Any:
     from synth.llm import LLMConfig
 
     return LLMConfig(base_url=server.base_url, model=server.model, api_key_env="TOOLDOJO_BENCH_API_KEY",
@@ -478,7 +343,7 @@ def sampling_for(max_tokens: int, salt: str | None, features: dict[str, bool]) -
     return {"max_tokens": max_tokens, "temperature": 1.0, **({"extra_body": extra} if extra else {})}
 
 
-async def probe_features(server: Server, max_tokens: int) -> dict[str, Any]:
+async def probe_features(server: VLLMServer, max_tokens: int) -> dict[str, Any]:
     """Which vLLM request extras the server takes: min_tokens + ignore_eos (full-length completions) and cache_salt."""
     from synth.llm import LLMClient, LLMRequestError
 
@@ -497,7 +362,7 @@ async def probe_features(server: Server, max_tokens: int) -> dict[str, Any]:
     raise RuntimeError(f"{server.base_url} rejects even a plain chat request for model {server.model!r}")
 
 
-async def warm_up(server: Server, n: int, concurrency: int, max_tokens: int, features: dict[str, bool]) -> None:
+async def warm_up(server: VLLMServer, n: int, concurrency: int, max_tokens: int, features: dict[str, bool]) -> None:
     from synth.llm import LLMClient
 
     async with LLMClient(llm_config(server, concurrency)) as c:
@@ -507,7 +372,7 @@ async def warm_up(server: Server, n: int, concurrency: int, max_tokens: int, fea
                                                  **sampling_for(max_tokens, "warm-" + secrets.token_hex(4), features)))
 
 
-async def bench_agent(tasks: list[Any], server: Server, args: argparse.Namespace, backend: str,
+async def bench_agent(tasks: list[Any], server: VLLMServer, args: argparse.Namespace, backend: str,
                       features: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
     from sandboxes import SandboxConfig, SandboxPool
     from synth.episode import EpisodeLimits
@@ -554,7 +419,7 @@ async def bench_agent(tasks: list[Any], server: Server, args: argparse.Namespace
     }, record
 
 
-async def bench_raw(server: Server, record: list[Any], args: argparse.Namespace,
+async def bench_raw(server: VLLMServer, record: list[Any], args: argparse.Namespace,
                     features: dict[str, Any]) -> dict[str, Any]:
     """Replay the agent phase's requests as plain chat completions, --concurrency in flight."""
     from synth.llm import LLMClient
@@ -652,9 +517,9 @@ def run(args: argparse.Namespace, result: dict[str, Any], cleanup: list[Callable
         finally:
             phase_s[name] = round(time.perf_counter() - t0, 2)
 
-    server: Server | None = None
+    server: VLLMServer | None = None
     if args.base_url:
-        server = Server(args.base_url, args.model)
+        server = VLLMServer(args.base_url, args.model)
         server.external_pgid = args.server_pgid
         result["server"] = {"started_by_bench": False, "base_url": server.base_url, "model": server.model}
 
@@ -676,7 +541,7 @@ def run(args: argparse.Namespace, result: dict[str, Any], cleanup: list[Callable
                                     args.vllm_nice)
             cleanup.append(server.stop)
             result["server"] = {"started_by_bench": True, "base_url": server.base_url, "model": server.model,
-                                "log": str(server.log_path), "nice": args.vllm_nice, "flags": VLLM_FLAGS + (
+                                "log": str(server.log_path), "nice": args.vllm_nice, "flags": TINY_FLAGS + (
                                     [] if os.environ.get("TOOLDOJO_VLLM_COMPILE") == "1" else ["--enforce-eager"])}
             return {"vllm_startup_s": round(server.startup_s or 0.0, 1)}
 
@@ -824,14 +689,9 @@ def main() -> int:
     result["wall_s"] = round(time.perf_counter() - t0, 2)
     result["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     finish(result)
-    for k in KEYS:
-        result.setdefault(k, None)
     if result.get("errors"):
         rc = rc or 1
-    head = ("backend", "quick", *KEYS)
-    ordered = {k: result[k] for k in head if k in result}
-    ordered.update({k: v for k, v in result.items() if k not in ordered})
-    print(json.dumps(ordered, separators=(", ", ": ")), flush=True)
+    _common.emit(result, ("backend", "quick", *KEYS))
     return rc
 
 

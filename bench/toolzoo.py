@@ -28,7 +28,6 @@ under "errors" and leaves its numbers null; the others still run.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import shutil
@@ -39,13 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-# This file is called toolzoo.py: keep its own folder off sys.path so that
-# `import toolzoo` finds the library, not this script.
-_HERE = Path(__file__).resolve().parent
-_ROOT = _HERE.parent
-sys.path[:] = [p for p in sys.path if Path(p or os.getcwd()).resolve() != _HERE]
-if str(_ROOT) not in sys.path:
-    sys.path.insert(0, str(_ROOT))
+import _common  # noqa: E402  (first: fixes sys.path)
 
 import anyio  # noqa: E402
 from rich.console import Console  # noqa: E402
@@ -281,14 +274,9 @@ def main() -> int:
         result["error"] = f"{type(e).__name__}: {e}"
         rc = 1
     result["wall_s"] = round(time.perf_counter() - t0, 2)
-    for k in KEYS:
-        result.setdefault(k, None)
     if result.get("errors"):
         rc = rc or 1
-    head = ("backend", "quick", *KEYS)
-    ordered = {k: result[k] for k in head if k in result}
-    ordered.update({k: v for k, v in result.items() if k not in ordered})
-    print(json.dumps(ordered, separators=(", ", ": ")), flush=True)
+    _common.emit(result, ("backend", "quick", *KEYS))
     return rc
 
 
