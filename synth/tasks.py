@@ -326,8 +326,7 @@ async def build_context(sb: Any, domain: Domain, seed: int) -> DomainContext:
     """Load the domain at `seed`, harvest the state, learn what each tool outputs, build the graph."""
     from toolzoo.runtime import bundle
 
-    await sb.load_domain(bundle(domain, seed=seed))
-    await sb.reset()
+    await sb.load_domain(bundle(domain, seed=seed))  # loading sets the seeded state: no reset needed
     snap = await sb.snapshot()
     h = harvest(snap.state)
     sampler = TaskArgSampler(h)
@@ -1092,8 +1091,7 @@ async def replay_task(task: Task, pool: Any) -> ReplayResult:
 
     domain = load_domain(task.domain)
     async with pool.sandbox() as sb:
-        await sb.load_domain(bundle(domain, seed=task.seed))
-        await sb.reset()
+        await sb.load_domain(bundle(domain, seed=task.seed))  # a pooled sandbox, reset on release
         outputs = []
         for i, a in enumerate(task.gold_actions):
             r = await sb.call_tool(a.name, a.arguments, timeout=CALL_TIMEOUT)
