@@ -286,6 +286,9 @@ _MARKUP = re.compile(r"[<>{}\[\]|\\^~`=\x00-\x08\x0b-\x1f\x7f]")
 _WORD = re.compile(r"^[\"'(]*[A-Za-z][A-Za-z'’\-]*[.,!?;:)\"']*$|^[\"'(]*(?=\S*[\d@])[\w@.\-/$%:#+]+[.,!?;:)\"']*$")
 
 
+_SHORT_ANSWERS = frozenset({"yes", "no", "ok", "okay", "sure", "thanks", "correct", "right", "fine", "exactly"})
+
+
 def is_plausible(text: str, *, max_chars: int = 2000) -> bool:
     """False for empty or garbled texts: markup or control characters, mostly non-letters, word salad
     without spaces or vowels, snake_case fragments."""
@@ -302,6 +305,8 @@ def is_plausible(text: str, *, max_chars: int = 2000) -> bool:
     if sum(c.isalpha() for c in visible) < 0.6 * len(visible):
         return False
     words = t.split()
+    if len(words) == 1 and t.lower().strip(".!") not in _SHORT_ANSWERS:
+        return False  # a lone fragment ("clo") says nothing a user would say
     if sum(len(w) for w in words) / len(words) > 12:
         return False
     letters_only = [w for w in words if w.isalpha() and len(w) > 3]

@@ -345,11 +345,11 @@ async def test_llm_agent_and_llm_user_against_vllm(request, pool):
         pytest.skip("no vllm_server fixture in this checkout")
     from synth.llm import LLMClient, LLMConfig
 
-    client = LLMClient(LLMConfig(base_url=server.base_url, model=server.model))
     task = await hashed(retail_task(), pool)
-    user = LLMUser(client, best_of_n=2, critique=True, max_tokens=48)
-    agent = LLMAgent(client, max_tokens=48, temperature=1.0)
-    traj = await run_episode(task, agent, user, pool, limits=EpisodeLimits(max_turns=4, max_tool_calls=6))
+    async with LLMClient(LLMConfig(base_url=server.base_url, model=server.model)) as client:
+        user = LLMUser(client, best_of_n=2, critique=True, max_tokens=48)
+        agent = LLMAgent(client, max_tokens=48, temperature=1.0)
+        traj = await run_episode(task, agent, user, pool, limits=EpisodeLimits(max_turns=4, max_tool_calls=6))
     # random weights: the text is garbage, but the episode ends cleanly with a recorded reason
     assert traj.termination in ("user_stop", "transfer", "max_turns", "max_tool_calls", "max_tokens"), traj.error
     assert traj.stats.agent_turns >= 1 and traj.usage.agent_calls == traj.stats.agent_turns

@@ -112,10 +112,12 @@ def test_asks_for_and_plausibility():
     assert is_plausible(STOP) and is_plausible(f"Thanks! {STOP}")
     assert is_plausible("It's jane_doe@example.com, and the order is O-1005 ($158.96).")
     assert is_plausible("Yes.\nPlease go ahead, thanks!")
+    assert is_plausible("Yes.") and is_plausible("okay")
     for junk in ["", "   ", "<|im_start|>assistant", '{"name": "get_order", "arguments": {', "zxcvbnm qwrtpsdf ghjklzxc",
                  "ordercustomer_idreturnsitemsstatuspendingshipped", "ùñ∂∑ßåœ∆ 漢字漢字", "_id\": ,\"\": [{ }]",
                  # random-init tiny model outputs seen against vLLM
                  "exceed si attende moved>\n\n You_s work launwitfter plancloreadTHusJ\n\n\x06parametersaract",
+                 "clo", "filtered.",
                  '"aresug_chkeob W market filteredplet|>\npendingvidedXvehic any disunit\x03 student products_book',
                  " on \\\"rokerouse�_conflict roomcy rece parceledscel labels}}}\nrepname"]:
         assert not is_plausible(junk), junk
