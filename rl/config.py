@@ -119,7 +119,9 @@ class ModelConfig(_Section):
 
 
 class DataConfig(_Section):
-    tasks: str | None = Field(None, description="a tasks folder written by `dojo synth tasks` / synth.export_tasks")
+    tasks: str | None = Field(None, description="a tasks folder written by `dojo synth tasks` / synth.export_tasks; "
+                                                "None: synthesise `synthesize` tasks into the run directory")
+    synthesize: int = Field(32, gt=0, description="how many tasks to synthesise when `tasks` is None")
     domains: list[str] | None = Field(None, description="train only on these domains; None: all")
     max_tasks: int | None = Field(None, gt=0)
     shuffle: bool = True
@@ -175,6 +177,20 @@ class RolloutConfig(_Section):
     max_tool_calls: int = Field(16, ge=0, description="tool calls per episode")
     user: Literal["scripted", "llm"] = "scripted"
     user_model: str | None = Field(None, description="the user simulator's model when user: llm")
+    user_base_url: str | None = Field(None, description="its OpenAI-compatible endpoint when user: llm")
+    user_api_key_env: str = Field("OPENAI_API_KEY", description="the environment variable holding its API key")
+    sandbox_backend: Literal["auto", "docker", "local"] = "auto"
+    sandboxes: int | None = Field(None, gt=0, description="warm sandboxes in the pool; None: one per rollout")
+    tool_timeout_s: float = Field(10.0, gt=0.0)
+    vllm_max_model_length: int | None = Field(None, gt=0, description="vLLM's context; None: the model's")
+
+    @model_validator(mode="after")
+    def _user(self) -> RolloutConfig:
+        if self.user == "llm" and not (self.user_model and self.user_base_url):
+            raise ValueError("user: llm needs user_model and user_base_url")
+        if self.use_vllm and self.vllm_mode != "colocate":
+            raise ValueError("the multi-turn rollout drives vLLM in colocate mode only (vllm_mode: colocate)")
+        return self
 
 
 class RunConfig(_Section):
@@ -414,6 +430,7 @@ def to_grpo_config(cfg: TrainConfig, **extra: Any):
         vllm_enable_sleep_mode=ro.vllm_enable_sleep_mode,
         vllm_server_base_url=ro.vllm_server_base_url,
         vllm_importance_sampling_correction=ro.vllm_importance_sampling_correction,
+        vllm_max_model_length=ro.vllm_max_model_length,
     )
     kwargs.update(extra)
     try:

@@ -35,6 +35,11 @@ Termination = Literal["user_stop", "transfer", "max_turns", "max_tool_calls", "m
                       "agent_error", "user_error", "sandbox_dead", "setup_error"]
 
 
+class BudgetExhausted(Exception):
+    """Raised by an agent whose token budget (context or completion) is spent: the episode ends
+    with ``max_tokens``, not ``agent_error``."""
+
+
 # ------------------------------------------------------------------------- contracts
 class EpisodeLimits(BaseModel):
     max_turns: int = Field(30, ge=1, description="agent calls (assistant messages) per episode")
@@ -440,4 +445,6 @@ _OVERFLOW = ("maximum context length", "context length", "max_model_len", "too m
 def _context_overflow(e: Exception) -> bool:
     from synth.llm import LLMRequestError
 
+    if isinstance(e, BudgetExhausted):
+        return True
     return isinstance(e, LLMRequestError) and any(m in str(e).lower() for m in _OVERFLOW)

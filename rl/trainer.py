@@ -1,0 +1,148 @@
+"""Dr. GRPO training, top to bottom: config -> tasks -> model -> sandboxed multi-turn rollouts -> TRL.
+
+    cfg = load_config("examples/train_tiny.yaml", ["grpo.max_steps=5"])
+    result = train(cfg, run_dir=Path("runs/x"))
+
+1. Tasks: ``data.tasks`` (a folder from ``dojo synth tasks``), or ``data.synthesize`` fresh ones
+   from the seed zoo, written into the run directory.
+2. The policy: ``model.name_or_path`` or the offline tiny model (:mod:`rl.tiny`).
+3. Rollouts: :class:`rl.rollout.MultiTurnRollout` is TRL's ``rollout_func``: each prompt is one
+   sandboxed episode (scripted or LLM user, the task's tools, the :mod:`rewards` composite).
+   With ``rollout.use_vllm`` TRL's colocated vLLM engine generates; TRL's weight sync into it is
+   replaced by :mod:`rl.vllm_sync` (vLLM's CPU backend cannot take TRL's ``load_weights``).
+4. ``GRPOTrainer`` with Dr. GRPO's settings (``rl.config.to_grpo_config``) optimises.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rl.config import ConfigError, TrainConfig, resolve_model_path, to_grpo_config
+
+log = logging.getLogger("tooldojo.rl")
+
+__all__ = ["TrainResult", "build_trainer", "load_train_tasks", "train"]
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path
+    steps: int
+    final_reward_mean: float | None
+    first_reward_mean: float | None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    log_history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def load_train_tasks(cfg: TrainConfig, run_dir: Path) -> list:
+    """The training tasks: from ``data.tasks``, or synthesised into ``run_dir/tasks`` (reused on resume)."""
+    from synth.tasks import export_tasks, load_tasks, synthesize_tasks
+
+    d = cfg.data
+    if d.tasks is not None:
+        try:
+            tasks = load_tasks(d.tasks)
+        except FileNotFoundError as e:
+            raise ConfigError(str(e), field="data.tasks") from e
+    elif (run_dir / "tasks" / "tasks.jsonl").exists():
+        tasks = load_tasks(run_dir / "tasks")
+    else:
+        made = synthesize_tasks(d.synthesize, seed=cfg.run.seed, domains=d.domains,
+                                backend=cfg.rollout.sandbox_backend, sandboxes=min(4, d.synthesize))
+        export_tasks(made, run_dir / "tasks")
+        tasks = made.tasks
+    if d.domains is not None:
+        tasks = [t for t in tasks if t.domain in d.domains]
+    if d.shuffle:
+        random.Random(cfg.run.seed).shuffle(tasks)
+    if d.max_tasks is not None:
+        tasks = tasks[: d.max_tasks]
+    if not tasks:
+        raise ConfigError("no training tasks left after the domain filter", field="data.domains")
+    return tasks
+
+
+def _user_factory(cfg: TrainConfig):
+    from synth.usersim import LLMUser, ScriptedUser
+
+    ro = cfg.rollout
+    if ro.user == "scripted":
+        return lambda task: ScriptedUser(max_turns=ro.max_turns)
+    from synth.llm import LLMClient, LLMConfig
+
+    client = LLMClient(LLMConfig(base_url=ro.user_base_url, model=ro.user_model, api_key_env=ro.user_api_key_env))
+    return lambda task: LLMUser(client, max_turns=ro.max_turns, seed=cfg.run.seed)
+
+
+def _load_tokenizer(path: str):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def build_trainer(cfg: TrainConfig, run_dir: Path, rollout: Any, tokenizer: Any, model_path: str,
+                  callbacks: list[Any] | None = None, **grpo_extra: Any):
+    """The ``GRPOTrainer`` for ``cfg`` whose ``rollout_func`` is ``rollout`` (entered)."""
+    from trl import GRPOTrainer
+
+    extra: dict[str, Any] = {"output_dir": str(run_dir)}  # tensorboard: <run_dir>/runs/... (transformers default)
+    extra.update(grpo_extra)
+    args = to_grpo_config(cfg, **extra)
+    if args.use_vllm:
+        from rl.vllm_sync import patch_trl_colocate_sync
+
+        patch_trl_colocate_sync()
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")  # GiB; the CPU engine's default is larger
+        os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental in TRL 1.16; we own it
+    dtype = cfg.model.dtype if cfg.model.dtype != "auto" else ("bfloat16" if args.bf16 else "float32")
+    args.model_init_kwargs = {**(args.model_init_kwargs or {}), "dtype": dtype}
+    return GRPOTrainer(model=model_path, reward_funcs=[rollout.reward_func], args=args,
+                       train_dataset=rollout.dataset(), processing_class=tokenizer, rollout_func=rollout,
+                       callbacks=callbacks or [])
+
+
+def train(cfg: TrainConfig, *, run_dir: Path | None = None, resume_from: str | None = None,
+          callbacks: list[Any] | None = None, **grpo_extra: Any) -> TrainResult:
+    """Train ``cfg`` into ``run_dir`` (default: ``run.output_dir``); resume from a checkpoint path."""
+    from transformers import set_seed
+
+    from rl.rollout import MultiTurnRollout
+    from sandboxes import SandboxConfig
+    from synth.episode import EpisodeLimits
+
+    run_dir = Path(run_dir or cfg.run.output_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    set_seed(cfg.run.seed)
+    tasks = load_train_tasks(cfg, run_dir)
+    model_path = resolve_model_path(cfg)
+    tokenizer = _load_tokenizer(model_path)
+    g, ro = cfg.grpo, cfg.rollout
+    generation_batch = g.per_device_train_batch_size * (g.steps_per_generation or g.gradient_accumulation_steps)
+    rollout = MultiTurnRollout(
+        tasks, tokenizer=tokenizer, reward=cfg.reward,
+        limits=EpisodeLimits(max_turns=ro.max_turns, max_tool_calls=ro.max_tool_calls, max_tokens=10**9),
+        max_completion_length=g.max_completion_length, user_factory=_user_factory(cfg),
+        sandbox_config=SandboxConfig(backend=ro.sandbox_backend), pool_size=ro.sandboxes or generation_batch,
+        tool_timeout=ro.tool_timeout_s)
+    with rollout:
+        trainer = build_trainer(cfg, run_dir, rollout, tokenizer, model_path, callbacks, **grpo_extra)
+        log.info("training on %d tasks; max_completion_length=%d (the Dr. GRPO normaliser); loss_type=%s",
+                 len(tasks), trainer.args.max_completion_length, trainer.args.loss_type)
+        out = trainer.train(resume_from_checkpoint=resume_from)
+        trainer.save_model(str(run_dir / "final"))
+        tokenizer.save_pretrained(str(run_dir / "final"))
+    history = list(trainer.state.log_history)
+    rewards = [h["reward"] for h in history if "reward" in h]
+    return TrainResult(run_dir=run_dir, steps=trainer.state.global_step,
+                       final_reward_mean=rewards[-1] if rewards else None,
+                       first_reward_mean=rewards[0] if rewards else None,
+                       metrics=dict(out.metrics), log_history=history)
