@@ -6,6 +6,7 @@ import typer
 
 from rewards.cli import app as rewards_app
 from rewards.cli import filter_cmd
+from rl.cli import train_cmd
 from sandboxes.cli import app as sandbox_app
 from synth.cli import app as synth_app
 from toolzoo.cli import app as zoo_app
@@ -22,6 +23,7 @@ app.add_typer(synth_app, name="synth")
 app.add_typer(rewards_app, name="rewards")
 # `dojo synth filter` lives in rewards (synth must not import rewards); only the root sees both.
 synth_app.command("filter")(filter_cmd)
+app.command("train")(train_cmd)
 
 
 def main() -> None:

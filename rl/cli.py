@@ -1,0 +1,156 @@
+"""`dojo train`: Dr. GRPO training from a YAML config plus ``key=value`` overrides.
+
+    dojo train --config examples/train_tiny.yaml grpo.max_steps=5 run.output_dir=runs/t1
+    dojo train examples/train_tiny.yaml run.resume=true
+
+Order of work, so that a bad config fails fast and without a traceback: the config is loaded and
+validated (every problem printed as ``error: field: reason``, exit code 2) before torch or
+transformers is imported; then the logging backends are checked, the run directory is prepared
+(``rl.run``) and the checkpoint to resume from is found; only then is ``rl.trainer`` imported and
+``rl.trainer.train`` called. The root CLI mounts ``train_cmd`` as ``dojo train``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from sandboxes.cli import one_line_errors
+
+if TYPE_CHECKING:
+    from rl.config import ConfigError
+
+app = typer.Typer(help="Train tool-using agents with Dr. GRPO.", no_args_is_help=True)
+console = Console()
+err_console = Console(stderr=True)
+
+CONFIG_EXIT_CODE = 2
+
+
+def split_config_arg(config: str | None, args: list[str]) -> tuple[str | None, list[str]]:
+    """``(config path, overrides)``: the first positional is the config when it ends with
+    ``.yaml`` / ``.yml`` and holds no ``=`` (``dojo train FILE.yaml k=v``)."""
+    from rl.config import ConfigError
+
+    args = list(args)
+    if args and "=" not in args[0] and args[0].lower().endswith((".yaml", ".yml")):
+        if config is not None:
+            raise ConfigError(f"two configs given: --config {config} and {args[0]}; pass one", field="--config")
+        return args[0], args[1:]
+    return config, args
+
+
+def print_config_error(e: ConfigError) -> None:
+    """One ``error: field: reason`` line per problem, on stderr."""
+    for field, reason in e.problems or [(None, str(e))]:
+        reason = " ".join(str(reason).split())  # one line, whatever YAML's messages hold
+        err_console.print(f"error: {field or 'config'}: {reason}", style="red", highlight=False, markup=False,
+                          soft_wrap=True)
+
+
+def _summary(result: Any, run_dir: Path, checkpoint: str | None) -> dict[str, Any]:
+    from rl.run import CURVE_FILE, METRICS_FILE, jsonable, plot_reward_curve, read_metrics_jsonl, reward_points
+
+    history = read_metrics_jsonl(run_dir / METRICS_FILE) or list(getattr(result, "log_history", None) or [])
+    points = reward_points(history)
+    first = getattr(result, "first_reward_mean", None)
+    if first is None and points:
+        first = points[0][1]
+    final = getattr(result, "final_reward_mean", None)
+    if final is None and points:
+        final = points[-1][1]
+    curve = run_dir / CURVE_FILE
+    if not curve.is_file() and points:  # the trainer did not plot it: do it from metrics.jsonl
+        try:
+            plot_reward_curve(history, curve, title=run_dir.name)
+        except Exception as e:  # a plot must not fail a finished run
+            err_console.print(f"warning: could not plot the reward curve: {e}", highlight=False, markup=False)
+    return jsonable({
+        "run_dir": str(getattr(result, "run_dir", None) or run_dir),
+        "steps": getattr(result, "steps", None),
+        "first_reward_mean": first,
+        "final_reward_mean": final,
+        "reward_curve": str(curve) if curve.is_file() else None,
+        "resumed_from": checkpoint,
+        "metrics": getattr(result, "metrics", None) or {},
+    })
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    def num(v: Any) -> str:
+        return "-" if v is None else f"{v:.4f}" if isinstance(v, float) else str(v)
+
+    t = Table(title="training run", show_header=False)
+    t.add_column("", style="bold")
+    t.add_column("", overflow="fold")
+    t.add_row("steps", num(summary["steps"]))
+    t.add_row("first reward mean", num(summary["first_reward_mean"]))
+    t.add_row("last reward mean", num(summary["final_reward_mean"]))
+    t.add_row("run dir", summary["run_dir"])
+    t.add_row("reward curve", summary["reward_curve"] or "-")
+    if summary["resumed_from"]:
+        t.add_row("resumed from", summary["resumed_from"])
+    console.print(t)
+
+
+def _train(config: str | None, args: list[str]) -> dict[str, Any]:
+    from rl.config import load_config
+
+    config_path, overrides = split_config_arg(config, args)
+    cfg = load_config(config_path, overrides)  # the only thing before any heavy import
+
+    from rl.run import configure_logging, find_checkpoint, prepare_run_dir, report_to, update_run_record, utc_now
+
+    report_to(cfg)
+    run_dir = prepare_run_dir(cfg, config_path=config_path, overrides=overrides)
+    checkpoint = find_checkpoint(run_dir, cfg.run.resume)
+    dirs = configure_logging(cfg, run_dir)
+    if dirs:
+        update_run_record(run_dir, logging_dirs=dirs)
+    if checkpoint:
+        err_console.print(f"resuming from {checkpoint}", highlight=False, markup=False)
+
+    from rl.trainer import train
+
+    try:
+        result = train(cfg, run_dir=run_dir, resume_from=checkpoint)
+    except BaseException as e:
+        status = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
+        error = f"{type(e).__name__}: {e}".splitlines()[0][:500] if status == "failed" else None
+        update_run_record(run_dir, status=status, end_time=utc_now(), error=error)
+        raise
+    summary = _summary(result, run_dir, checkpoint)
+    update_run_record(run_dir, status="finished", end_time=utc_now(), final_step=summary["steps"],
+                      final_reward_mean=summary["final_reward_mean"],
+                      reward_curve=Path(summary["reward_curve"]).name if summary["reward_curve"] else None)
+    return summary
+
+
+@app.command("train")
+@one_line_errors
+def train_cmd(
+    args: Annotated[list[str] | None, typer.Argument(
+        metavar="OVERRIDES",
+        help="dotted key=value overrides such as grpo.max_steps=5 run.output_dir=runs/t1 (values are YAML); a first "
+             "argument ending in .yaml is the config")] = None,
+    config: str = typer.Option(None, "--config", "-c", help="the training config (YAML); see examples/train_tiny.yaml"),
+) -> None:
+    """Train with Dr. GRPO: the run directory gets the resolved config, run.json (git commit, seeds, package
+    versions), metrics.jsonl, checkpoints and reward_curve.png; run.resume=true continues the latest checkpoint.
+    Prints a summary table and, last, one JSON line."""
+    from rl.config import ConfigError  # here, not at the top: `dojo` starts without loading rl.config
+
+    try:
+        summary = _train(config, list(args or []))
+    except ConfigError as e:
+        print_config_error(e)
+        raise typer.Exit(CONFIG_EXIT_CODE) from None
+    _print_summary(summary)
+    sys.stdout.flush()
+    print(json.dumps(summary), flush=True)
