@@ -47,7 +47,8 @@ from synth.tasks import Task
 
 log = logging.getLogger("tooldojo.rewards")
 
-Kind = Literal["world_state", "communication", "rubric", "tool_validity", "reverify", "judge", "unit_tests", "answer"]
+Kind = Literal["world_state", "communication", "rubric", "tool_validity", "turn_format", "reverify", "judge", "unit_tests",
+               "answer"]
 NEEDS_POOL = ("world_state", "reverify", "unit_tests")
 RESERVED = ("weights", "gates_run", "pre_gate", "accepted", "gated_by")
 
@@ -233,6 +234,8 @@ def build_component(spec: RewardSpec, *, pool: Any = None, llm_client: Any = Non
         r = v.RubricReward(**p)
     elif spec.kind == "tool_validity":
         r = v.ToolCallValidityReward(**p)
+    elif spec.kind == "turn_format":
+        r = v.TurnFormatReward(**p)
     elif spec.kind == "reverify":
         r = v.ReverifyReward(pool, **p)
     elif spec.kind == "judge":

@@ -523,6 +523,34 @@ class ToolCallValidityReward:
             "malformed_calls": [{"name": r.name, "kind": _bad_kind(r), "error": r.error} for r in bad[:8]]})
 
 
+class TurnFormatReward:
+    """Turn-taking format: the fraction of the agent's turns that ended by themselves (not cut off
+    by the token budget), times the fraction of well-formed tool calls. A shaping reward in the
+    spirit of R1's format reward: it says nothing about the task, so weight it low next to the
+    verifiable ones; on an untrained policy it is the signal that moves first. No agent turn:
+    abstain."""
+
+    name = "turn_format"
+
+    async def score(self, task: Task, trajectory: Trajectory) -> RewardResult:
+        traj = trajectory
+        if (r := _infra(self.name, traj)) is not None:
+            return r
+        turns = traj.stats.agent_turns
+        if turns == 0:
+            return _abstain(self.name, "the agent took no turn", termination=traj.termination)
+        cut = 1 if traj.termination == "max_tokens" else 0
+        ended = (turns - cut) / turns
+        n = len(traj.tool_calls)
+        bad = sum(1 for rec in traj.tool_calls
+                  if rec.malformed or (rec.error or {}).get("kind") in ("invalid_arguments", "unknown_tool"))
+        valid = 1.0 - bad / n if n else 1.0
+        reason = (f"{turns - cut} of {turns} turns ended by themselves"
+                  + (f"; {bad} of {n} tool calls malformed" if bad else ""))
+        return RewardResult(name=self.name, score=ended * valid, reason=reason,
+                            details={"turns": turns, "cut_off": cut, "calls": n, "malformed": bad})
+
+
 def _bad_kind(rec: ToolCallRecord) -> str:
     err = rec.error or {}
     kind = err.get("kind") or "malformed_call"

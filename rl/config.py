@@ -183,6 +183,9 @@ class RolloutConfig(_Section):
     sandboxes: int | None = Field(None, gt=0, description="warm sandboxes in the pool; None: one per rollout")
     tool_timeout_s: float = Field(10.0, gt=0.0)
     vllm_max_model_length: int | None = Field(None, gt=0, description="vLLM's context; None: the model's")
+    vllm_dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="the colocated engine's dtype; auto: the trainer's (float32 on CPU, bf16 on GPU), "
+                            "so sampling log-probs match the trainer's")
 
     @model_validator(mode="after")
     def _user(self) -> RolloutConfig:

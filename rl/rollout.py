@@ -73,6 +73,7 @@ class RolloutError(RuntimeError):
 class GenRequest:
     prompt_ids: list[int]
     max_tokens: int
+    seed: int | None = None  # per-request sampling seed: reproducible rollouts, across resumes too
 
 
 @dataclass
@@ -120,7 +121,7 @@ class VLLMGenerator:
         s = self.sampling
         params = [SamplingParams(n=1, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, min_p=s.min_p,
                                  repetition_penalty=s.repetition_penalty, max_tokens=r.max_tokens, logprobs=0,
-                                 **self.extra)
+                                 seed=r.seed, **self.extra)
                   for r in requests]
         outs = self.llm.generate([{"prompt_token_ids": r.prompt_ids} for r in requests], sampling_params=params,
                                  use_tqdm=False)
@@ -162,8 +163,13 @@ class HFGenerator:
         s = self.sampling
         was_training = model.training
         model.eval()
+        # One seed per batch (transformers samples a batch from one generator); the global RNG is
+        # left as it was, so training randomness does not depend on generation.
+        seeds = [r.seed for r in requests if r.seed is not None]
         try:
-            with torch.no_grad():
+            with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), torch.no_grad():
+                if seeds:
+                    torch.manual_seed(hash(tuple(seeds)) % (2**63))
                 out = model.generate(
                     input_ids=ids.to(device), attention_mask=mask.to(device), do_sample=True,
                     temperature=s.temperature, top_p=s.top_p, top_k=s.top_k or None, min_p=s.min_p or None,
@@ -190,10 +196,10 @@ class GenerationBatcher:
     """Collects generation requests from episodes on the portal's loop and answers them in batches
     on the thread that calls :meth:`serve` (the trainer's)."""
 
-    def __init__(self, generator: Generator, *, max_wait_s: float = 0.05):
+    def __init__(self, generator: Generator, *, max_wait_s: float = 1.0):
         self.generator = generator
         self.max_wait_s = max_wait_s
-        self._queue: queue.Queue[tuple[GenRequest, concurrent.futures.Future]] = queue.Queue()
+        self._queue: queue.Queue[tuple[GenRequest, concurrent.futures.Future] | None] = queue.Queue()
         self._lock = threading.Lock()
         self._active = 0
         self.error: BaseException | None = None
@@ -208,6 +214,7 @@ class GenerationBatcher:
     def leave(self) -> None:
         with self._lock:
             self._active -= 1
+        self._queue.put(None)  # wake serve(): a batch it holds may now be complete
 
     async def generate(self, request: GenRequest) -> GenResult:
         if self.error is not None:
@@ -218,35 +225,39 @@ class GenerationBatcher:
 
     # --- trainer side
     def serve(self, done: concurrent.futures.Future) -> None:
-        """Answer requests until ``done`` (the episodes' future) completes."""
+        """Answer requests until ``done`` (the episodes' future) completes.
+
+        A batch is sent when every live episode is waiting in it; only if none arrives for
+        ``max_wait_s`` (a slow LLM user, say) does a partial batch go. With the scripted user and
+        sandboxed tools every episode arrives within milliseconds, so batches are the same from
+        run to run, and so are the samples (vLLM's numerics depend on the batch)."""
+        batch: list[tuple[GenRequest, concurrent.futures.Future]] = []
+        deadline = None
         while True:
+            timeout = 0.02 if deadline is None else max(0.0, deadline - time.monotonic())
             try:
-                first = self._queue.get(timeout=0.02)
+                item = self._queue.get(timeout=timeout)
             except queue.Empty:
-                if done.done():
-                    return
-                continue
-            batch = [first]
-            deadline = time.monotonic() + self.max_wait_s
-            while True:  # until every live episode waits, or none arrives for max_wait_s
-                with self._lock:
-                    waiting_for = self._active
-                if len(batch) >= waiting_for:
-                    break
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                try:
-                    batch.append(self._queue.get(timeout=left))
-                except queue.Empty:
-                    break
+                item = None
+                if not batch:
+                    if done.done():
+                        return
+                    continue
+            if item is not None:
+                batch.append(item)
                 deadline = time.monotonic() + self.max_wait_s
-            self._answer(batch)
+            with self._lock:
+                waiting_for = self._active
+            if batch and (len(batch) >= waiting_for or time.monotonic() >= deadline):
+                self._answer(batch)
+                batch, deadline = [], None
 
     def _answer(self, batch: list[tuple[GenRequest, concurrent.futures.Future]]) -> None:
         live = [(r, f) for r, f in batch if f.set_running_or_notify_cancel()]
         if not live:
             return
+        # arrival order is timing; a fixed order keeps the samples reproducible
+        live.sort(key=lambda rf: (rf[0].seed is None, rf[0].seed or 0, rf[0].prompt_ids))
         if self.error is not None:
             for _, f in live:
                 f.set_exception(RolloutError(f"generation failed earlier in this batch: {self.error!r}"))
@@ -316,8 +327,11 @@ class TokenAgent:
     ``max_completion_length``, also Dr. GRPO's loss normaliser.
     """
 
-    def __init__(self, tokenizer: Any, batcher: GenerationBatcher, *, budget: int, context_limit: int):
+    def __init__(self, tokenizer: Any, batcher: GenerationBatcher, *, budget: int, context_limit: int,
+                 seed: int | None = None):
         self.tok = tokenizer
+        self.seed = seed
+        self.turns = 0
         self.batcher = batcher
         self.budget = budget
         self.context_limit = context_limit
@@ -361,7 +375,9 @@ class TokenAgent:
         if room <= 0:
             raise BudgetExhausted(f"no room left to generate ({used} tokens in context, limit {self.context_limit}; "
                                   f"{len(self.completion_ids)}/{self.budget} completion tokens)")
-        res = await self.batcher.generate(GenRequest(self.prompt_ids + self.completion_ids, room))
+        seed = None if self.seed is None else (self.seed * 1009 + self.turns) % (2**31)
+        self.turns += 1
+        res = await self.batcher.generate(GenRequest(self.prompt_ids + self.completion_ids, room, seed))
         self.completion_ids += res.ids
         self.env_mask += [1] * len(res.ids)
         self.logprobs += res.logprobs
@@ -405,8 +421,9 @@ class MultiTurnRollout:
         sandbox_config: Any = None,
         pool_size: int = 8,
         generator: Generator | None = None,
-        max_wait_s: float = 0.05,
+        max_wait_s: float = 1.0,
         tool_timeout: float = 10.0,
+        seed: int | None = 0,
     ):
         from sandboxes import SandboxConfig
         from synth.usersim import ScriptedUser
@@ -426,6 +443,7 @@ class MultiTurnRollout:
         self.generator = generator
         self.max_wait_s = max_wait_s
         self.tool_timeout = tool_timeout
+        self.seed = seed
         self._portal_cm = None
         self.portal = None
         self.pool = None
@@ -469,10 +487,21 @@ class MultiTurnRollout:
         itself starts from the user simulator's opening; this is what TRL logs and groups by."""
         return [{"role": "user", "content": task.instruction, TASK_KEY: task.id}]
 
-    def dataset(self):
+    def dataset(self, min_rows: int = 0, *, seed: int = 0, shuffle: bool = True):
+        """The train dataset: rounds of every task once (each round in its own seeded order with
+        ``shuffle``) until it has ``min_rows`` rows. Its first rows do not depend on ``min_rows``,
+        and sized to the whole run it keeps training in one epoch: a resumed run sees the rows an
+        uninterrupted one would (a sampler re-created on resume re-shuffles later epochs
+        differently). Give it to TRL with ``shuffle_dataset=False``."""
+        import random
+
         import datasets
 
-        return datasets.Dataset.from_list([{"prompt": self.prompt_for(t), "task_id": t.id} for t in self.tasks.values()])
+        tasks = list(self.tasks.values())
+        order: list[Task] = []
+        for r in range(-(-max(min_rows, len(tasks)) // len(tasks))):
+            order += random.Random(seed * 7919 + r).sample(tasks, len(tasks)) if shuffle else tasks
+        return datasets.Dataset.from_list([{"prompt": self.prompt_for(t), "task_id": t.id} for t in order])
 
     def task_of(self, prompt: Any) -> Task:
         if isinstance(prompt, list):
@@ -509,15 +538,25 @@ class MultiTurnRollout:
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
         tasks = [self.task_of(p) for p in prompts]
-        return self.run(tasks, self.generator_for(trainer))
+        out = self.run(tasks, self.generator_for(trainer), step=trainer.state.global_step)
+        metrics = getattr(trainer, "_metrics", {}).get("train" if trainer.model.training else "eval")
+        if metrics is not None:
+            for k in ("rollout_s", "generate_s", "mean_batch"):
+                metrics[f"rollout/{k}"].append(self.stats[k])
+            report = getattr(getattr(trainer, "vllm_generation", None), "last_sync_report", None)
+            if report is not None:  # rl.vllm_sync's colocate sync, run by TRL just before this call
+                metrics["rollout/vllm_sync_ms"].append(report.ms)
+        return out
 
-    def run(self, tasks: Sequence[Task], generator: Generator) -> dict[str, list[Any]]:
-        """Run one episode per task (in order) and return TRL's rollout dict."""
+    def run(self, tasks: Sequence[Task], generator: Generator, *, step: int = 0) -> dict[str, list[Any]]:
+        """Run one episode per task (in order) and return TRL's rollout dict. Episode ``i`` at
+        ``step`` samples with seeds derived from ``(seed, step, i)``: the same step of a resumed
+        run draws the same rollouts."""
         if self.portal is None:
             raise RolloutError("MultiTurnRollout is not started: use it as a context manager")
         batcher = GenerationBatcher(generator, max_wait_s=self.max_wait_s)
         t0 = time.perf_counter()
-        done = self.portal.start_task_soon(self._run_all, list(tasks), batcher)
+        done = self.portal.start_task_soon(self._run_all, list(tasks), batcher, step)
         batcher.serve(done)
         try:
             episodes = done.result()
@@ -545,14 +584,19 @@ class MultiTurnRollout:
             "tool_calls": [e.trajectory.stats.tool_calls for e in episodes],
         }
 
-    async def _run_all(self, tasks: list[Task], batcher: GenerationBatcher) -> list[EpisodeRollout]:
+    def episode_seed(self, step: int, index: int) -> int | None:
+        if self.seed is None:
+            return None
+        return (self.seed * 1_000_003 + step * 10_007 + index) % (2**31)
+
+    async def _run_all(self, tasks: list[Task], batcher: GenerationBatcher, step: int) -> list[EpisodeRollout]:
         out: list[EpisodeRollout | None] = [None] * len(tasks)
         for _ in tasks:
             batcher.enter()
 
         async def one(i: int, task: Task) -> None:
             try:
-                out[i] = await self._episode(task, batcher)
+                out[i] = await self._episode(task, batcher, self.episode_seed(step, i))
             finally:
                 batcher.leave()
 
@@ -561,9 +605,9 @@ class MultiTurnRollout:
                 tg.start_soon(one, i, task)
         return [e for e in out if e is not None]
 
-    async def _episode(self, task: Task, batcher: GenerationBatcher) -> EpisodeRollout:
+    async def _episode(self, task: Task, batcher: GenerationBatcher, seed: int | None) -> EpisodeRollout:
         agent = TokenAgent(self.tokenizer, batcher, budget=self.max_completion_length,
-                           context_limit=batcher.generator.context_limit)
+                           context_limit=batcher.generator.context_limit, seed=seed)
         traj = await run_episode(task, agent, self.user_factory(task), self.pool, limits=self.limits,
                                  tool_timeout=self.tool_timeout)
         if batcher.error is not None:  # the episode ended because generation failed: no reward to give

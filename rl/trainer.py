@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,8 +57,6 @@ def load_train_tasks(cfg: TrainConfig, run_dir: Path) -> list:
         tasks = made.tasks
     if d.domains is not None:
         tasks = [t for t in tasks if t.domain in d.domains]
-    if d.shuffle:
-        random.Random(cfg.run.seed).shuffle(tasks)
     if d.max_tasks is not None:
         tasks = tasks[: d.max_tasks]
     if not tasks:
@@ -93,25 +90,34 @@ def build_trainer(cfg: TrainConfig, run_dir: Path, rollout: Any, tokenizer: Any,
     """The ``GRPOTrainer`` for ``cfg`` whose ``rollout_func`` is ``rollout`` (entered)."""
     from trl import GRPOTrainer
 
-    extra: dict[str, Any] = {"output_dir": str(run_dir)}  # tensorboard: <run_dir>/runs/... (transformers default)
-    extra.update(grpo_extra)
-    args = to_grpo_config(cfg, **extra)
+    from rl.run import configure_logging, trainer_kwargs
+
+    configure_logging(cfg, run_dir)  # trackio and tensorboard write under run_dir, trackio stays local
+    # The dataset comes in our own seeded order (MultiTurnRollout.dataset): a prefix that does not
+    # depend on the run's length, so a resumed run sees the same rows; TRL must not re-shuffle it.
+    args = to_grpo_config(cfg, **{**trainer_kwargs(cfg, run_dir), "shuffle_dataset": False, **grpo_extra})
+    dtype = cfg.model.dtype if cfg.model.dtype != "auto" else ("bfloat16" if args.bf16 else "float32")
     if args.use_vllm:
-        from rl.vllm_sync import patch_trl_colocate_sync
+        from rl.vllm_sync import patch_trl_colocate_sync, set_colocate_engine_kwargs
 
         patch_trl_colocate_sync()
+        ro_dtype = cfg.rollout.vllm_dtype
+        set_colocate_engine_kwargs(dtype=dtype if ro_dtype == "auto" else ro_dtype)
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")  # GiB; the CPU engine's default is larger
         os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental in TRL 1.16; we own it
-    dtype = cfg.model.dtype if cfg.model.dtype != "auto" else ("bfloat16" if args.bf16 else "float32")
     args.model_init_kwargs = {**(args.model_init_kwargs or {}), "dtype": dtype}
+    # one epoch for the whole run: prompts per optimizer step x steps (see MultiTurnRollout.dataset)
+    prompts = args.max_steps * args.per_device_train_batch_size * args.gradient_accumulation_steps
+    dataset = rollout.dataset(prompts // args.num_generations + 1, seed=cfg.run.seed, shuffle=cfg.data.shuffle)
     return GRPOTrainer(model=model_path, reward_funcs=[rollout.reward_func], args=args,
-                       train_dataset=rollout.dataset(), processing_class=tokenizer, rollout_func=rollout,
+                       train_dataset=dataset, processing_class=tokenizer, rollout_func=rollout,
                        callbacks=callbacks or [])
 
 
+
 def train(cfg: TrainConfig, *, run_dir: Path | None = None, resume_from: str | None = None,
-          callbacks: list[Any] | None = None, **grpo_extra: Any) -> TrainResult:
+          callbacks: list[Any] | None = None, progress: bool = True, **grpo_extra: Any) -> TrainResult:
     """Train ``cfg`` into ``run_dir`` (default: ``run.output_dir``); resume from a checkpoint path."""
     from transformers import set_seed
 
@@ -132,12 +138,20 @@ def train(cfg: TrainConfig, *, run_dir: Path | None = None, resume_from: str | N
         limits=EpisodeLimits(max_turns=ro.max_turns, max_tool_calls=ro.max_tool_calls, max_tokens=10**9),
         max_completion_length=g.max_completion_length, user_factory=_user_factory(cfg),
         sandbox_config=SandboxConfig(backend=ro.sandbox_backend), pool_size=ro.sandboxes or generation_batch,
-        tool_timeout=ro.tool_timeout_s)
+        tool_timeout=ro.tool_timeout_s, seed=cfg.run.seed)
     with rollout:
         trainer = build_trainer(cfg, run_dir, rollout, tokenizer, model_path, callbacks, **grpo_extra)
+        from rl.run import attach_callbacks
+
+        attached = attach_callbacks(trainer, run_dir, progress=progress)
         log.info("training on %d tasks; max_completion_length=%d (the Dr. GRPO normaliser); loss_type=%s",
                  len(tasks), trainer.args.max_completion_length, trainer.args.loss_type)
-        out = trainer.train(resume_from_checkpoint=resume_from)
+        try:
+            out = trainer.train(resume_from_checkpoint=resume_from)
+        finally:
+            for cb in attached:
+                if hasattr(cb, "close"):
+                    cb.close()
         trainer.save_model(str(run_dir / "final"))
         tokenizer.save_pretrained(str(run_dir / "final"))
     history = list(trainer.state.log_history)

@@ -324,3 +324,29 @@ def unpatch_trl_colocate_sync() -> None:
     if _ORIGINAL_SYNC is not None and VLLMGeneration.sync_weights is _trl_sync_weights:
         VLLMGeneration.sync_weights = _ORIGINAL_SYNC
     _ORIGINAL_SYNC = None
+
+
+# --- the colocated engine's construction ----------------------------------------------------------
+
+_ORIGINAL_LLM: Any = None
+
+
+def set_colocate_engine_kwargs(**kwargs: Any) -> None:
+    """Extra keyword arguments for the ``vllm.LLM`` that TRL 1.16 builds in colocate mode (it passes
+    no ``dtype``, so on CPU the engine runs bfloat16 next to a float32 trainer). Call with
+    ``dtype="float32"`` to match the trainer; call with nothing to restore TRL's construction."""
+    global _ORIGINAL_LLM
+    import trl.generation.vllm_generation as vg
+
+    if _ORIGINAL_LLM is None:
+        _ORIGINAL_LLM = vg.LLM
+    if not kwargs:
+        vg.LLM = _ORIGINAL_LLM
+        return
+    original = _ORIGINAL_LLM
+
+    def build(*args: Any, **kw: Any) -> Any:
+        return original(*args, **{**kw, **kwargs})
+
+    build.engine_kwargs = dict(kwargs)  # type: ignore[attr-defined]
+    vg.LLM = build
