@@ -132,13 +132,13 @@ def test_gold_policy_earns_the_reward_and_only_its_own_tokens_are_unmasked(tasks
         assert ep.trajectory.termination == "user_stop", ep.trajectory.error
         assert ep.trajectory.reached_expected_state
         assert ep.reward == pytest.approx(1.0) and ep.components["world_state"] == 1.0, ep.reward_reason
-        sampled = tok.decode([t for t, m in zip(ids, mask) if m])
-        env = tok.decode([t for t, m in zip(ids, mask) if not m])
+        sampled = tok.decode([t for t, m in zip(ids, mask, strict=False) if m])
+        env = tok.decode([t for t, m in zip(ids, mask, strict=False) if not m])
         turns = _gold_turns(task)
         assert sampled == turns[0] + "<|im_end|>" + turns[1] + "<|im_end|>"
         assert "<tool_response>" in env and "<tool_response>" not in sampled
         assert turns[1] not in env and "<tool_call>" not in env
-        assert all(lp == 0.0 for lp, m in zip(lps, mask) if not m) and all(lp == -0.5 for lp, m in zip(lps, mask) if m)
+        assert all(lp == 0.0 for lp, m in zip(lps, mask, strict=False) if not m) and all(lp == -0.5 for lp, m in zip(lps, mask, strict=False) if m)
         # every tool result the sandbox produced is in the masked tokens, verbatim
         for msg in ep.trajectory.messages:
             if msg["role"] == "tool":
@@ -161,7 +161,7 @@ def test_budget_ends_the_episode_and_is_never_exceeded(tasks, tiny, backend):
     tok, _ = tiny
     with _rollout(tasks[:2], tok, backend, budget=40) as ro:
         out = ro.run(tasks[:2], ScriptedTokenPolicy(tok, ["word " * 200], end=False))
-    for ids, ep in zip(out["completion_ids"], ro.last):
+    for ids, ep in zip(out["completion_ids"], ro.last, strict=False):
         assert len(ids) <= 40 and ep.trajectory.termination == "max_tokens"
 
 
@@ -205,7 +205,7 @@ def test_hf_generator_logprobs_are_the_models_and_seeds_reproduce(tiny):
     assert [r.ids for r in a] == [r.ids for r in b]                  # same seeds, same samples
     assert [len(r.ids) for r in a] == [12, 7] or any(r.ids[-1] in gen.eos_ids for r in a)
     with torch.no_grad():
-        for req, res in zip(reqs, a):
+        for req, res in zip(reqs, a, strict=False):
             full = torch.tensor([req.prompt_ids + res.ids])
             logits = model(full).logits[0, len(req.prompt_ids) - 1: -1].float()
             want = logits.log_softmax(-1).gather(-1, torch.tensor(res.ids)[:, None])[:, 0]
@@ -224,7 +224,7 @@ def test_tiny_model_episodes_run_end_to_end_with_rewards(tasks, tiny, backend):
     # seeds derive from (seed, step, episode) and batches wait for every live episode, so the same
     # step samples the same episodes (transformers draws a batch from one seed: batches must repeat)
     assert out["prompt_ids"] == again["prompt_ids"] and out["completion_ids"] == again["completion_ids"]
-    for ids, mask, r in zip(out["completion_ids"], out["env_mask"], out["episode_reward"]):
+    for ids, mask, r in zip(out["completion_ids"], out["env_mask"], out["episode_reward"], strict=False):
         assert 0 < len(ids) <= 96 and sum(mask) > 0
         assert r is None or 0.0 <= r <= 1.0
     assert ro.stats["sampled_tokens"] == sum(sum(m) for m in again["env_mask"])  # stats of the last run
