@@ -44,7 +44,7 @@ def test_max_completion_length_default_is_logged_loudly(caplog):
 def test_example_config_loads():
     cfg = load_config(EXAMPLE)
     assert cfg.model.tiny and cfg.is_dr_grpo and cfg.max_completion_length_explicit
-    assert cfg.grpo.num_generations == 4 and cfg.grpo.max_completion_length == 256
+    assert cfg.grpo.num_generations == 8 and cfg.grpo.max_completion_length == 128 and cfg.rollout.use_vllm
     # round trip through YAML
     assert TrainConfig.model_validate(__import__("yaml").safe_load(cfg.to_yaml())) == cfg
 
@@ -214,7 +214,7 @@ def test_to_grpo_config_maps_fields(tmp_path):
     assert args.learning_rate == 2e-6 and args.max_steps == 7 and args.temperature == 0.7
     assert args.epsilon_high == 0.28 and args.gradient_accumulation_steps == 2 and args.steps_per_generation == 2
     assert args.seed == 3 and args.save_steps == 5 and args.report_to == ["tensorboard"] and args.logging_steps == 2
-    assert args.max_completion_length == 256 and args.num_generations == 4 and args.gradient_checkpointing is False
+    assert args.max_completion_length == 128 and args.num_generations == 8 and args.gradient_checkpointing is False
 
 
 def test_to_grpo_config_turns_trl_rejections_into_config_errors(tmp_path):
