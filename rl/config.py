@@ -167,7 +167,8 @@ class RolloutConfig(_Section):
     """How episodes are generated. The vLLM knobs go to GRPOConfig; the episode limits and the
     user simulator are read by the multi-turn environment."""
 
-    use_vllm: bool = False
+    use_vllm: bool = Field(True, description="generate with vLLM (colocated); where vLLM is not installed, "
+                                              "transformers generates instead, with a warning")
     vllm_mode: Literal["colocate", "server"] = "colocate"
     vllm_gpu_memory_utilization: float = Field(0.3, gt=0.0, le=1.0)
     vllm_enable_sleep_mode: bool = False
@@ -403,6 +404,12 @@ def resolve_model_path(cfg: TrainConfig) -> str:
     return str(build_tiny_model(**cfg.model.tiny_params.model_dump()))
 
 
+def vllm_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("vllm") is not None
+
+
 def to_grpo_config(cfg: TrainConfig, **extra: Any):
     """The ``trl.GRPOConfig`` for ``cfg``: CPU (``use_cpu``) without CUDA, bf16 only on CUDA.
     ``extra`` sets further GRPOConfig fields. TRL's own checks become :class:`ConfigError`."""
@@ -427,7 +434,7 @@ def to_grpo_config(cfg: TrainConfig, **extra: Any):
         bf16=bf16,
         fp16=cuda and cfg.model.dtype == "float16",
         **g.model_dump(),
-        use_vllm=ro.use_vllm,
+        use_vllm=ro.use_vllm and vllm_available(),
         vllm_mode=ro.vllm_mode,
         vllm_gpu_memory_utilization=ro.vllm_gpu_memory_utilization,
         vllm_enable_sleep_mode=ro.vllm_enable_sleep_mode,
@@ -436,6 +443,8 @@ def to_grpo_config(cfg: TrainConfig, **extra: Any):
         vllm_max_model_length=ro.vllm_max_model_length,
     )
     kwargs.update(extra)
+    if ro.use_vllm and not kwargs["use_vllm"]:
+        log.warning("rollout.use_vllm is true but vLLM is not installed: generating with transformers (slower)")
     try:
         args = GRPOConfig(**kwargs)
     except (ValueError, TypeError) as e:

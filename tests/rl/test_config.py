@@ -23,7 +23,7 @@ def test_defaults_are_dr_grpo():
     assert (g.loss_type, g.scale_rewards, g.beta) == ("dr_grpo", "none", 0.0)
     cfg = load_config(None, TINY)
     assert cfg.is_dr_grpo and cfg.grpo == g
-    assert cfg.rollout.use_vllm is False and cfg.rollout.vllm_mode == "colocate" and cfg.rollout.user == "scripted"
+    assert cfg.rollout.use_vllm is True and cfg.rollout.vllm_mode == "colocate" and cfg.rollout.user == "scripted"
     assert [c.name for c in cfg.reward.components] == ["world_state", "communication", "tool_validity", "reverify"]
 
 
@@ -196,11 +196,30 @@ def test_to_grpo_config_defaults_are_dr_grpo(tmp_path):
     assert args.max_completion_length == cfg.grpo.max_completion_length
     assert args.num_generations == 8 and args.learning_rate == 1e-6 and args.epsilon == 0.2
     assert args.output_dir == str(tmp_path) and args.seed == 0 and args.report_to == []
-    assert args.use_vllm is False and args.vllm_mode == "colocate"
+    # vLLM where it is installed; transformers generation (with a warning) where it is not
+    from rl.config import vllm_available
+
+    assert args.use_vllm is vllm_available() and args.vllm_mode == "colocate"
     if torch.cuda.is_available():
         assert not args.use_cpu
     else:
         assert args.use_cpu and not args.bf16 and not args.fp16
+
+
+def test_without_vllm_generation_falls_back_with_a_warning(tmp_path, monkeypatch, caplog):
+    import rl.config as rc
+
+    monkeypatch.setattr(rc, "vllm_available", lambda: False)
+    cfg = load_config(None, [*TINY, f"run.output_dir={tmp_path}"])
+    with caplog.at_level(logging.WARNING, logger="tooldojo.rl"):
+        args = to_grpo_config(cfg)
+    assert args.use_vllm is False
+    assert any("vLLM is not installed" in r.getMessage() for r in caplog.records)
+    cfg = load_config(None, [*TINY, f"run.output_dir={tmp_path}", "rollout.use_vllm=false"])
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tooldojo.rl"):
+        assert to_grpo_config(cfg).use_vllm is False
+    assert not any("vLLM is not installed" in r.getMessage() for r in caplog.records)
 
 
 def test_to_grpo_config_maps_fields(tmp_path):
