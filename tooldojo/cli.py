@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from evals.cli import app as eval_app
 from rewards.cli import app as rewards_app
 from rewards.cli import filter_cmd
 from rl.cli import train_cmd
@@ -24,6 +25,7 @@ app.add_typer(rewards_app, name="rewards")
 # `dojo synth filter` lives in rewards (synth must not import rewards); only the root sees both.
 synth_app.command("filter")(filter_cmd)
 app.command("train")(train_cmd)
+app.add_typer(eval_app, name="eval")
 
 
 def main() -> None:
