@@ -1,4 +1,4 @@
-"""Pick a backend: `auto` means docker when an engine answers, else local."""
+"""Pick a backend: `auto` means docker when an engine answers, else local (never kubernetes)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ def resolve_backend(choice: BackendChoice) -> tuple[Backend, str]:
         return "docker", "requested"
     if choice == "local":
         return "local", "requested"
+    if choice == "kubernetes":
+        return "kubernetes", "requested"
     ok, why = docker_backend.engine_available()
     if ok:
         return "docker", f"auto: {why}"
@@ -38,6 +40,10 @@ async def start_sandbox(cfg: SandboxConfig) -> Sandbox:
         log.info("sandbox backend %s (%s)", backend, why)
     if backend == "docker":
         return await docker_backend.start(cfg)
+    if backend == "kubernetes":
+        from sandboxes import kubernetes_backend
+
+        return await kubernetes_backend.start(cfg)
     return await local_backend.start(cfg)
 
 

@@ -50,7 +50,8 @@ def one_line_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-BackendOpt = typer.Option("auto", "--backend", "-b", help="auto | docker | local")
+BackendOpt = typer.Option("auto", "--backend", "-b",
+                          help="auto | docker | local | kubernetes (a cluster from TOOLDOJO_K8S_* / kubeconfig)")
 
 
 def _config(backend: str, **limits: Any) -> SandboxConfig:
@@ -103,6 +104,8 @@ def build_image_cmd(
 @one_line_errors
 def gc(
     everything: bool = typer.Option(False, "--all", help="remove every tooldojo sandbox, live owners included"),
+    kubernetes: bool = typer.Option(False, "--kubernetes", help="also reap sandbox pods and claims in the cluster "
+                                                                 "(namespace and cluster from TOOLDOJO_K8S_* / kubeconfig)"),
 ) -> None:
     """Remove sandboxes left behind by processes that died."""
     from sandboxes import docker_backend, local_backend
@@ -112,6 +115,10 @@ def gc(
     if ok:
         removed += [f"docker:{c}" for c in docker_backend.gc(everything)]
     removed += [f"local:{c}" for c in local_backend.gc(everything)]
+    if kubernetes:
+        from sandboxes import kubernetes_backend
+
+        removed += [f"kubernetes:{c}" for c in kubernetes_backend.gc(everything)]
     console.print(f"removed {len(removed)} sandbox(es)" + (": " + ", ".join(removed) if removed else ""))
 
 
@@ -162,8 +169,8 @@ def exec_cmd(
 
 
 def _backend(b: str) -> BackendChoice:
-    if b not in ("auto", "docker", "local"):
-        raise ValueError(f"unknown backend {b!r}: use auto, docker or local")
+    if b not in ("auto", "docker", "local", "kubernetes"):
+        raise ValueError(f"unknown backend {b!r}: use auto, docker, local or kubernetes")
     return b  # type: ignore[return-value]
 
 

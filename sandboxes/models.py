@@ -8,8 +8,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Backend = Literal["docker", "local"]
-BackendChoice = Literal["auto", "docker", "local"]
+Backend = Literal["docker", "local", "kubernetes"]
+# `auto` picks docker or local only: a sandbox on a cluster is always an explicit choice.
+BackendChoice = Literal["auto", "docker", "local", "kubernetes"]
 
 DEFAULT_IMAGE = "tooldojo-sandbox"
 
@@ -41,6 +42,54 @@ class Hardening(BaseModel):
     kill_on_timeout: bool = Field(True, description="a timed-out exec kills every process in the sandbox")
 
 
+class KubernetesOptions(BaseModel):
+    """Where and how the `kubernetes` backend runs sandbox pods (sandboxes/kubernetes_backend.py).
+
+    Unset fields fall back to TOOLDOJO_K8S_* environment variables (see `from_env`), so the same
+    code (and the conformance suite) can point at a cluster without editing configs.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    namespace: str = Field("tooldojo-sandboxes", description="namespace of the sandbox pods")
+    kubeconfig: str | None = Field(None, description="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
+    context: str | None = Field(None, description="kubeconfig context")
+    server: str | None = Field(None, description="API server URL, bypassing kubeconfig (no credentials)")
+    runtime_class: str | None = Field(None, description="RuntimeClass for the pods, e.g. gvisor (k8s/manifests/gvisor)")
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[dict[str, Any]] = Field(default_factory=list)
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    cpu_request: float | None = Field(None, gt=0, description="CPU request in cores; None: equal to Limits.cpus "
+                                                               "(a lower request packs more sandboxes per node)")
+    ephemeral_storage_mb: int = Field(256, ge=16, description="node disk for the pod (logs; the root is read-only)")
+    use_crds: Literal["auto", "never", "always"] = Field(
+        "auto", description="use agent-sandbox SandboxClaims from a SandboxWarmPool where its CRDs are installed")
+    warm_pool: str | None = Field(None, description="agent-sandbox SandboxWarmPool to claim from "
+                                                    "(default: one named after the pod template's hash)")
+    warm_pool_size: int = Field(0, ge=0, description="replicas of the SandboxWarmPool the backend creates "
+                                                     "when it is missing (0: claims cold-start from the template)")
+    creations_per_s: float = Field(10.0, gt=0, description="pod/claim creations per second from this process")
+    creation_burst: int = Field(20, ge=1, description="creations allowed at once before the rate applies")
+    api_qps: float = Field(50.0, gt=0, description="API requests per second from this process")
+    max_lifetime_s: int = Field(6 * 3600, ge=60, description="pod activeDeadlineSeconds: a leaked pod dies by then")
+    idle_exit_s: int = Field(600, ge=0, description="a bare pod with no tool-server session for this long exits "
+                                                    "(0: never); covers owners that die before connecting")
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> KubernetesOptions:
+        import os
+
+        env = {
+            "namespace": os.environ.get("TOOLDOJO_K8S_NAMESPACE"),
+            "kubeconfig": os.environ.get("TOOLDOJO_K8S_KUBECONFIG"),
+            "context": os.environ.get("TOOLDOJO_K8S_CONTEXT"),
+            "server": os.environ.get("TOOLDOJO_K8S_SERVER"),
+            "runtime_class": os.environ.get("TOOLDOJO_K8S_RUNTIME_CLASS"),
+            "use_crds": os.environ.get("TOOLDOJO_K8S_USE_CRDS"),
+        }
+        return cls(**{k: v for k, v in env.items() if v}, **overrides)
+
+
 class SandboxConfig(BaseModel):
     """How to start a sandbox. Plain data: build it from YAML or keyword arguments."""
 
@@ -53,6 +102,8 @@ class SandboxConfig(BaseModel):
     hardening: Hardening = Field(default_factory=Hardening)
     start_timeout_s: float = Field(60.0, gt=0)
     request_timeout_s: float = Field(30.0, gt=0, description="non-exec requests; exec uses its own timeout")
+    kubernetes: KubernetesOptions | None = Field(
+        None, description="kubernetes backend only: namespace, cluster, runtime class... (None: from the environment)")
 
 
 

@@ -13,6 +13,7 @@ demand rather than wait. Start-up first reaps sandboxes left by dead owners.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import deque
 from collections.abc import AsyncIterator
@@ -78,7 +79,8 @@ class SandboxPool:
         self.config = self.config.model_copy(update={"backend": backend})
         log.info("sandbox pool: backend %s (%s)", backend, why)
         if self.reap_on_start:
-            self.stats.gc_removed = len(await anyio.to_thread.run_sync(reap_orphans, backend))
+            reap = functools.partial(reap_orphans, backend, config=self.config)
+            self.stats.gc_removed = len(await anyio.to_thread.run_sync(reap))
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         self._running = True
@@ -244,10 +246,14 @@ def first_error(e: BaseException) -> BaseException:
     return e
 
 
-def reap_orphans(backend: str, everything: bool = False) -> list[str]:
-    """Remove sandboxes (containers or cgroups) whose owning process has died."""
+def reap_orphans(backend: str, everything: bool = False, config: SandboxConfig | None = None) -> list[str]:
+    """Remove sandboxes (containers, cgroups or pods) whose owning process has died."""
     from sandboxes import docker_backend, local_backend
 
     if backend == "docker":
         return docker_backend.gc(everything)
+    if backend == "kubernetes":
+        from sandboxes import kubernetes_backend
+
+        return kubernetes_backend.gc(everything, config)
     return local_backend.gc(everything)

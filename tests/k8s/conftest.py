@@ -1,0 +1,50 @@
+"""Fixtures of the Kubernetes tests: a FAKE API server (k8s/fake_apiserver.py) per test.
+
+No test here talks to a real cluster; those live in test_live.py, marked `k8s`, and run only
+with TOOLDOJO_K8S_LIVE=1 and a kubeconfig.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+pytest.importorskip("kubernetes", reason="the k8s extra is not installed (pip install 'tooldojo[k8s]')")
+
+from k8s.fake_apiserver import FakeApiServer  # noqa: E402
+
+
+@pytest.fixture
+def fake():
+    from sandboxes import kubernetes_backend
+
+    server = FakeApiServer(auto_start_pods=True).start()
+    try:
+        yield server
+    finally:
+        kubernetes_backend.forget_clusters()
+        server.stop()
+
+
+@pytest.fixture
+def fake_manual():
+    """Pods stay Pending until the test moves them."""
+    from sandboxes import kubernetes_backend
+
+    server = FakeApiServer(auto_start_pods=False).start()
+    try:
+        yield server
+    finally:
+        kubernetes_backend.forget_clusters()
+        server.stop()
+
+
+@pytest.fixture
+def need_bwrap() -> None:
+    """The fake runs exec'd commands under bubblewrap (to bind the pod's volumes at their paths)."""
+    if shutil.which("bwrap") is None:
+        if "local" in os.environ.get("TOOLDOJO_REQUIRE_BACKENDS", ""):
+            pytest.fail("bubblewrap is required here but missing")
+        pytest.skip("bubblewrap is not installed: the fake API server cannot exec")
