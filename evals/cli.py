@@ -71,11 +71,11 @@ def run_cmd(
                       cache_dir=Path(cache_dir).expanduser() if cache_dir else None, seed=seed,
                       temperature=temperature, max_tokens=max_tokens, max_turns=max_turns,
                       judge=parse_model(judge) if judge else None, progress=not quiet)
+    plan = [(m, *cases_to_run(s, m, opts)) for m in models]     # bad selections fail here, before any work
     broken = sum(1 for c in s.dataset.cases if c.inputs.load_error)
     err.print(f"suite {s.name} ({s.version}): {len(s.dataset.cases)} cases"
               + (f", {broken} that do not load (they will fail with the reason)" if broken else ""))
-    for m in models:
-        names, note = cases_to_run(s, m, opts)
+    for m, names, note in plan:
         err.print(f"{m.label}: {len(names)} case(s)" + (f" x {repeat} runs" if repeat > 1 else "")
                   + (f"; {note}" if note else ""))
     records = run_suite_sync(s, models, opts)
@@ -91,8 +91,8 @@ def run_cmd(
                 console.print("  " + line, highlight=False, markup=False, soft_wrap=True)
     path = write_html(records, _html_path(hist, s.name, s.version, html))
     for r in records:
-        console.print(f"saved run {r.run_id}", highlight=False)
-    console.print(f"HTML report: {path}", highlight=False)
+        console.print(f"saved run {r.run_id}", highlight=False, soft_wrap=True)
+    console.print(f"HTML report: {path}", highlight=False, soft_wrap=True)
 
 
 @app.command("report")
@@ -131,7 +131,7 @@ def report_cmd(
     console.print(grid_table(records))
     versions = {r.suite_version for r in records}
     path = write_html(records, _html_path(hist, records[0].suite, versions.pop() if len(versions) == 1 else None, html))
-    console.print(f"HTML report: {path}", highlight=False)
+    console.print(f"HTML report: {path}", highlight=False, soft_wrap=True)
 
 
 @app.command("compare")

@@ -219,8 +219,8 @@ class LocalModel(EndpointModel):
 
 class FunctionModel(EvalModel):
     """A Python callable as the model: ``respond(messages, tools, task)`` returns the assistant's text or
-    message dict (sync or async); or ``agent_factory(task)`` returns a synth.episode agent (e.g.
-    ``ScriptedAgent``)."""
+    message dict (sync or async; it also gets ``seed=`` when it takes a ``seed`` argument); or
+    ``agent_factory(task)`` returns a synth.episode agent (e.g. ``ScriptedAgent``)."""
 
     kind = "function"
 
@@ -238,11 +238,12 @@ class FunctionModel(EvalModel):
         if self.agent_factory is not None:
             return self.agent_factory(task)
         model = self
+        extra = {"seed": seed} if "seed" in inspect.signature(self.respond).parameters else {}
 
         class _Agent:
             async def act(self, messages: list[dict], tools: list[dict]) -> dict:
                 model.calls += 1
-                out = model.respond(messages, tools, task)
+                out = model.respond(messages, tools, task, **extra)
                 if inspect.isawaitable(out):
                     out = await out
                 return out if isinstance(out, dict) else {"role": "assistant", "content": str(out)}

@@ -175,7 +175,7 @@ def _needs_pool(ds: SuiteDataset) -> bool:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
 # ============================================================================ one model, then the grid
