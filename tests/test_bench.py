@@ -25,3 +25,21 @@ def test_bench_quick_prints_one_json_line_last(backend):
     assert result["tool_call_p50_ms"] > 0 and result["reset_p50_ms"] > 0
     if backend == "docker":
         assert result["docker_exec_p50_ms"] > 0
+
+
+EVALS_KEYS = {"cases", "first_run_s", "cached_rerun_s", "cache_speedup", "only_failed_cases"}
+
+
+@pytest.mark.slow
+def test_bench_evals_quick_prints_one_json_line_last(vllm_server):
+    """bench/evals.py --quick against the session's vLLM server: every figure, and the re-run is cached."""
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "evals.py"), "--quick",
+                        "--base-url", vllm_server.base_url, "--model", vllm_server.model],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-2000:]
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    assert EVALS_KEYS <= set(result) and result["errors"] == {}
+    assert result["cases"] >= 20 and result["first_run_server_requests"] > 0
+    assert result["cached_rerun_server_requests"] == 0 and result["only_failed_server_requests"] == 0
+    assert result["first_run_s"] > 0 and result["cached_rerun_s"] > 0 and result["cache_speedup"] > 0
+    assert 0 < result["only_failed_cases"] <= result["cases"]
