@@ -46,11 +46,14 @@ class RunResources:
     judge: Any = None                      # an LLMClient-like object (``json()``, ``config.model``) or None
     judge_error: str | None = None         # why there is no judge, shown when a judge evaluator runs
     backend: str = "auto"
+    pool_error: str | None = None          # why no pool could be opened (cases that need one fail with it)
     cache: dict[Any, Any] = field(default_factory=dict)    # judges, built rewards: reused across cases
     _tasks: dict[Path, dict[str, Task]] = field(default_factory=dict)
 
     def require_pool(self, what: str) -> SandboxPool:
         if self.pool is None:
+            if self.pool_error:
+                raise EvalError(f"{what} needs a sandbox, but none could be started: {self.pool_error}")
             raise EvalError(f"{what} needs a sandbox, but this run opened no sandbox pool (run the suite with "
                             "`dojo eval run`, or mark the evaluator class with needs_sandbox = True)")
         return self.pool

@@ -119,22 +119,30 @@ li{font-size:.85rem}
 """
 
 
+_CONTROL = {c: "\ufffd" for c in [*range(0, 9), 11, 12, *range(14, 32), 127]}
+
+
+def _esc(text: str, quote: bool = True) -> str:
+    """HTML-escaped, with control characters (not valid in HTML) shown as U+FFFD."""
+    return html.escape(str(text).translate(_CONTROL), quote=quote)
+
+
 def _html_cell(c: CaseResult | None) -> str:
     if c is None:
         return '<td class="none">-</td>'
-    tip = html.escape("\n".join(c.reasons) or ("passed" if c.all_passed else ""), quote=True)
+    tip = _esc("\n".join(c.reasons) or ("passed" if c.all_passed else ""))
     if c.runs == 1:
         cls, text = ("err", "error") if c.errors else (("pass", "✔") if c.passed else ("fail", "✗"))
     else:
         cls = "pass" if c.passed == c.runs else ("fail" if c.passed == 0 else "part")
         text = f"{c.passed}/{c.runs}"
-    return f'<td class="{cls}" title="{tip}">{html.escape(text)}</td>'
+    return f'<td class="{cls}" title="{tip}">{_esc(text)}</td>'
 
 
 def grid_html(records: list[RunRecord], title: str | None = None) -> str:
     """A self-contained HTML page: the grid, the summary rows, and each model's failures with reasons
     and the model's output."""
-    esc = html.escape
+    esc = _esc
     suite = records[0].suite if records else ""
     title = title or f"tooldojo evals: {suite}"
     cols = _columns(records)

@@ -181,7 +181,7 @@ def _now() -> str:
 # ============================================================================ one model, then the grid
 async def _run_model(suite: Suite, model: EvalModel, options: RunOptions, judge: Any, judge_error: str | None,
                      log_dir: Path) -> RunRecord | None:
-    from sandboxes import SandboxConfig, SandboxPool
+    from sandboxes import SandboxConfig, SandboxError, SandboxPool
 
     names, note = cases_to_run(suite, model, options)
     if note:
@@ -204,10 +204,14 @@ async def _run_model(suite: Suite, model: EvalModel, options: RunOptions, judge:
         async with AsyncExitStack() as stack:
             run = RunResources(judge=judge, judge_error=judge_error, backend=options.backend)
             if _needs_pool(ds):
-                run.pool = await stack.enter_async_context(SandboxPool(
-                    SandboxConfig(backend=options.backend), size=min(2, options.concurrency),
-                    max_concurrency=3 * options.concurrency + 1))
-                record.options["backend"] = run.pool.backend
+                try:
+                    run.pool = await stack.enter_async_context(SandboxPool(
+                        SandboxConfig(backend=options.backend), size=min(2, options.concurrency),
+                        max_concurrency=3 * options.concurrency + 1))
+                    record.options["backend"] = run.pool.backend
+                except SandboxError as e:   # the cases that need a sandbox fail with this; the others run
+                    run.pool_error = f"{type(e).__name__}: {e}"
+                    log.warning("no sandbox pool for this run: %s", run.pool_error)
             token = set_run(run)
             try:
                 report = await ds.evaluate(make_task(model, options), name=model.label, task_name=model.label,

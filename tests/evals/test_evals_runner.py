@@ -229,7 +229,7 @@ def test_model_specs():
 
 def _rec(run_id: str, statuses: dict[str, tuple[int, int]], **kw) -> RunRecord:
     cases = [CaseResult(name=n, runs=r, passed=p, reasons=[] if p == r else ["nope <b>bold</b>"],
-                        output="<script>alert(1)</script>") for n, (p, r) in statuses.items()]
+                        output="<script>alert(1)</script>\x1e") for n, (p, r) in statuses.items()]
     return RunRecord(run_id=run_id, suite="s", suite_version="v1", suite_path="s.yaml", model={"label": "m"},
                      label=kw.pop("label", "m"), started_at="2026-01-01T00:00:00+00:00", cases=cases,
                      summary=summarize(cases), **kw)
@@ -246,6 +246,7 @@ def test_compare_and_reports():
     page = grid_html([a, _rec("rc", {"fixed": (2, 3)}, label="other", repeat=3)])
     assert page.startswith("<!doctype html>") and "<script>alert" not in page and "&lt;script&gt;" in page
     assert "nope &lt;b&gt;bold&lt;/b&gt;" in page and "2/3" in page and page.count("<tr>") >= 5
+    assert "\x1e" not in page and "&lt;/script&gt;\ufffd" in page
 
 
 def test_cli_runs_reports_and_compares(tmp_path):
@@ -291,3 +292,23 @@ def test_a_suite_without_runnable_cases_needs_no_sandbox(tmp_path, monkeypatch):
                             RunOptions(history_dir=tmp_path, progress=False, save=False))
     assert rec.summary.pass_rate == 1.0
     assert json.loads(rec.model_dump_json())["summary"]["pass_at_k"] == {"1": 1.0}
+
+
+def test_without_any_sandbox_only_the_cases_that_need_one_fail(tmp_path, monkeypatch):
+    from sandboxes import BackendUnavailable, pool
+
+    async def no_backend(self):
+        raise BackendUnavailable("neither docker nor bubblewrap works here")
+
+    monkeypatch.setattr(pool.SandboxPool, "__aenter__", no_backend)
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump({"cases": [
+        {"name": "chat", "inputs": {"prompt": "p"}, "evaluators": [{"Regex": "yes"}]},
+        {"name": "code", "inputs": {"prompt": "p"}, "evaluators": [{"RunCode": {"contains": "yes"}}]},
+        {"name": "episode", "inputs": {"task": {"domain": "notes_app", "instruction": "x"}}}]}))
+    (rec,) = run_suite_sync(load_suite(tmp_path / "s.yaml"),
+                            [FunctionModel("m", lambda m, t, task: "yes\n```python\nprint('yes')\n```")],
+                            RunOptions(history_dir=tmp_path, progress=False, save=False))
+    res = {c.name: c for c in rec.cases}
+    assert res["chat"].all_passed
+    for name in ("code", "episode"):
+        assert "none could be started: BackendUnavailable: neither docker" in res[name].reasons[0], res[name].reasons
