@@ -271,6 +271,8 @@ def test_cli_runs_reports_and_compares(tmp_path):
     assert r.exit_code == 1 and "matches 2 runs" in r.output
     r = runner.invoke(app, ["eval", "report", "--history", str(hist), "--html", str(tmp_path / "r.html")])
     assert r.exit_code == 0 and (tmp_path / "r.html").is_file(), r.output
+    r = runner.invoke(app, ["eval", "schema", str(tmp_path / "schema")])
+    assert r.exit_code == 0 and (tmp_path / "schema" / "evals_schema.json").is_file(), r.output
     # bad input: one line, non-zero exit
     for args in (["eval", "run", str(tmp_path / "none.yaml"), "--model", url],
                  ["eval", "run", str(f), "--model", "what"],
