@@ -442,6 +442,19 @@ class FakeApiServer:
         self._after_delete(group, plural, obj)
         return obj
 
+    def _patch(self, group: str, plural: str, ns: str, name: str, patch: dict) -> dict:
+        obj = self._objs.get((group, plural, ns, name))
+        if obj is None:
+            raise _HttpError(404, "NotFound", f'{plural} "{name}" not found')
+        was_suspended = bool((obj.get("spec") or {}).get("suspend"))
+        protected = {k: obj["metadata"][k] for k in ("name", "namespace", "uid", "creationTimestamp")}
+        _merge(obj, copy.deepcopy(patch))
+        obj["metadata"].update(protected)
+        self._modified(group, plural, obj)
+        if was_suspended and not (obj.get("spec") or {}).get("suspend"):
+            self._after_create(group, plural, obj)  # resumed: the controller starts its pods now
+        return obj
+
     def _event(self, ns: str, involved: dict, type_: str, reason: str, message: str, source: str = "fake") -> None:
         meta = involved["metadata"]
         self._insert(CORE, "events", ns, {
@@ -875,6 +888,17 @@ class FakeApiServer:
                 self._execs.remove(ex)
 
 
+def _merge(target: dict, patch: dict) -> None:
+    """RFC 7386 JSON merge patch, in place."""
+    for k, v in patch.items():
+        if v is None:
+            target.pop(k, None)
+        elif isinstance(v, dict) and isinstance(target.get(k), dict):
+            _merge(target[k], v)
+        else:
+            target[k] = v
+
+
 def _kill(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         try:
@@ -1039,6 +1063,15 @@ class _Handler(BaseHTTPRequestHandler):
                 self._body()
                 with fake._lock:
                     obj = fake._delete(group, plural, ns, name)
+                return self._send_json(200, obj)
+            if method == "PATCH":
+                ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+                if ctype != "application/merge-patch+json":
+                    self._body()
+                    raise _HttpError(415, "UnsupportedMediaType", f"the fake only applies merge patches, not {ctype}")
+                body = self._body()
+                with fake._lock:
+                    obj = fake._patch(group, plural, ns, name, body)
                 return self._send_json(200, obj)
         raise _HttpError(405, "MethodNotAllowed", f"{method} is not supported by the fake for {path}")
 

@@ -299,6 +299,18 @@ class K8sClient:
         out.setdefault("items", [])
         return out
 
+    def patch(self, kind: str, name: str, namespace: str, body: dict) -> dict:
+        """A JSON merge patch (RFC 7386): `{"spec": {"suspend": False}}` changes that one field."""
+        r = resource(kind)
+        what = f"patch {kind} {name} in {namespace}"
+        ct = "application/merge-patch+json"
+        if r.custom:
+            resp = self._call(self._custom.patch_namespaced_custom_object, r.group, r.version, namespace, r.plural,
+                              name, body, what=what, _content_type=ct)
+        else:
+            resp = self._call(self._namespaced(r, "patch"), name, namespace, body, what=what, _content_type=ct)
+        return self._json(resp)
+
     def delete(self, kind: str, name: str, namespace: str, *, propagation: str = "Background",
                grace_period_s: int | None = None, missing_ok: bool = False) -> bool:
         """Delete one object; False if it was already gone and `missing_ok`."""
@@ -373,6 +385,7 @@ class K8sClient:
     def exec_stream(self, name: str, namespace: str, command: list[str], *, container: str | None = None,
                     stdin: bool = True) -> Any:
         """An open exec session (a kubernetes.stream WSClient in binary mode) running `command` in the pod."""
+        from kubernetes import client as k
         from kubernetes.client.exceptions import ApiException
         from kubernetes.stream import stream
 
@@ -382,11 +395,17 @@ class K8sClient:
                               "_preload_content": False, "binary": True}
         if container:
             kw["container"] = container
+        # stream() swaps the ApiClient's call_api for a WebSocket call while it runs, so on a shared
+        # ApiClient a request from another thread would go out as a WebSocket handshake: use a private one.
+        private = k.ApiClient(self.api_client.configuration)
         try:
-            return stream(self._apis["CoreV1Api"].connect_get_namespaced_pod_exec, name, namespace, **kw)
+            return stream(k.CoreV1Api(private).connect_get_namespaced_pod_exec, name, namespace, **kw)
         except ApiException as e:
             raise K8sApiError(e.status or 0, "ExecFailed",
-                              f"exec into pod {name} in {namespace} failed: {e.reason or e}") from None
+                              f"exec into pod {name} in {namespace} failed: {e.reason or e} (exec needs the "
+                              "pods/exec create permission)") from None
+        finally:
+            private.close()
 
     def api_groups(self) -> dict[str, list[str]]:
         """Served API groups and their versions (cached): how we tell whether a CRD is installed."""

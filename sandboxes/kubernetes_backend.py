@@ -496,8 +496,12 @@ class PodHandle:
                 self.client.delete("SandboxClaim", self.claim, self.namespace, missing_ok=True)
             else:
                 self.client.delete("Pod", self.pod, self.namespace, grace_period_s=0, missing_ok=True)
-        except K8sError:
-            pass  # gc() and activeDeadlineSeconds catch what is left
+        except K8sError as e:
+            import logging
+
+            logging.getLogger("tooldojo.sandboxes.kubernetes").warning(
+                "could not delete %s %s/%s (gc() and activeDeadlineSeconds will): %s",
+                "SandboxClaim" if self.claim else "Pod", self.namespace, self.claim or self.pod, e)
 
 
 class KubernetesTransport(Transport):

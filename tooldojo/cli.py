@@ -5,6 +5,8 @@ from __future__ import annotations
 import typer
 
 from evals.cli import app as eval_app
+from k8s.cli import app as jobs_app
+from k8s.cli import submit_cmd
 from rewards.cli import app as rewards_app
 from rewards.cli import filter_cmd
 from rl.cli import train_cmd
@@ -26,6 +28,8 @@ app.add_typer(rewards_app, name="rewards")
 synth_app.command("filter")(filter_cmd)
 app.command("train")(train_cmd)
 app.add_typer(eval_app, name="eval")
+app.command("submit")(submit_cmd)
+app.add_typer(jobs_app, name="jobs")
 
 
 def main() -> None:
