@@ -107,6 +107,9 @@ def _validate(r, version: str) -> None:
 def submit_cmd(
     config: Path = ConfigArg,
     dry_run: bool = typer.Option(False, "--dry-run", help="print the validated manifests as YAML; create nothing"),
+    server_dry_run: bool = typer.Option(False, "--server-dry-run",
+                                        help="let the cluster's API server validate and admit every object "
+                                             "(dryRun=All); create nothing"),
     follow: bool = typer.Option(False, "--follow", "-f", help="stream node 0's log until the job ends; "
                                                               "exit 1 unless it succeeds"),
     name: str = typer.Option(None, "--name", help="the job's name (default: job.name in the config)"),
@@ -131,6 +134,13 @@ def submit_cmd(
         sys.stdout.write(r.yaml())
         return
     client = _client(kubeconfig, context, server)
+    if server_dry_run:
+        from k8s.jobs import server_dry_run as dry
+
+        accepted = dry(client, r)
+        console.print(f"the API server at {client.server} accepted {len(accepted)} object(s) (dryRun=All, nothing "
+                      f"stored): {', '.join(accepted)}", highlight=False, soft_wrap=True)
+        return
     submit(client, r)
     _summary(r)
     _next_steps(r.name, r.namespace)

@@ -420,6 +420,17 @@ class FakeApiServer:
         self._after_create(group, plural, obj)
         return obj
 
+    def _dry_run(self, group: str, plural: str, ns: str, body: dict) -> dict:
+        """What a create would return, stored nowhere (the fake admits everything it can store)."""
+        kind, version = KINDS[(group, plural)]
+        name = (body.get("metadata") or {}).get("name")
+        if name and (group, plural, ns, name) in self._objs:
+            raise _HttpError(409, "AlreadyExists", f'{plural} "{name}" already exists')
+        obj = copy.deepcopy(body)
+        obj["apiVersion"], obj["kind"] = (f"{group}/{version}" if group else version), kind
+        obj.setdefault("metadata", {}).update(namespace=ns, uid=str(uuid.uuid4()), creationTimestamp=_now())
+        return obj
+
     def _delete(self, group: str, plural: str, ns: str, name: str) -> dict:
         key = (group, plural, ns, name)
         obj = self._objs.pop(key, None)
@@ -1050,6 +1061,8 @@ class _Handler(BaseHTTPRequestHandler):
             if method == "POST":
                 body = self._body()
                 with fake._lock:
+                    if (query.get("dryRun") or [""])[0] == "All":
+                        return self._send_json(201, fake._dry_run(group, plural, ns, body))
                     obj = fake._insert(group, plural, ns, body)
                     return self._send_json(201, obj)
         else:

@@ -144,6 +144,25 @@ def _create_replacing(client: K8sClient, m: dict, ns: str) -> None:
         client.create(m, ns)
 
 
+def server_dry_run(client: K8sClient, r: Rendered) -> list[str]:
+    """Send every object with dryRun=All: the API server validates and admits (webhooks, quotas, Pod Security)
+    without storing anything. Returns 'Kind/name' of each accepted object."""
+    if r.workload["kind"] == "TrainJob" and not client.serves("TrainJob"):
+        raise K8sError(f"{client.server} does not serve trainer.kubeflow.org/v1alpha1 TrainJobs")
+    accepted = []
+    for m in r.manifests:
+        m = copy.deepcopy(m)
+        if m["kind"] == "Secret":
+            m["stringData"] = {k: "dry-run" for k in m.get("stringData") or {}}
+        try:
+            client.create(m, r.namespace, server_dry_run=True)
+        except AlreadyExists:
+            if m["kind"] not in ("PersistentVolumeClaim", "ConfigMap"):
+                raise
+        accepted.append(f"{m['kind']}/{m['metadata']['name']}")
+    return accepted
+
+
 # ------------------------------------------------------------------- find
 def get_workload(client: K8sClient, ns: str, name: str) -> dict:
     kinds = ["Job"] + (["TrainJob"] if client.serves("TrainJob") else [])

@@ -260,15 +260,18 @@ class K8sClient:
         return getattr(self._apis[r.api], f"{op}_namespaced_{r.snake}")
 
     # ------------------------------------------------------------ verbs
-    def create(self, manifest: dict, namespace: str | None = None) -> dict:
+    def create(self, manifest: dict, namespace: str | None = None, *, server_dry_run: bool = False) -> dict:
+        """Create one object; with `server_dry_run` the API server validates and admits it (webhooks, quotas,
+        Pod Security) but stores nothing."""
         r = resource(manifest.get("kind", "?"))
         ns = namespace or manifest.get("metadata", {}).get("namespace") or self.namespace or "default"
         what = f"create {r.kind} {manifest.get('metadata', {}).get('name') or '(generated name)'} in {ns}"
+        kw = {"dry_run": "All"} if server_dry_run else {}
         if r.custom:
             resp = self._call(self._custom.create_namespaced_custom_object, r.group, r.version, ns, r.plural,
-                              manifest, what=what)
+                              manifest, what=what, **kw)
         else:
-            resp = self._call(self._namespaced(r, "create"), ns, manifest, what=what)
+            resp = self._call(self._namespaced(r, "create"), ns, manifest, what=what, **kw)
         return self._json(resp)
 
     def get(self, kind: str, name: str, namespace: str) -> dict:

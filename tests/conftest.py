@@ -19,11 +19,27 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+# The kubernetes backend joins the conformance suite only against a live cluster (TOOLDOJO_K8S_LIVE=1,
+# with TOOLDOJO_K8S_IMAGE / _NAMESPACE / _KUBECONFIG...); CI here has none, see tests/k8s/test_live.py.
+CONFORMANCE_BACKENDS = ["docker", "local"] + (["kubernetes"] if os.environ.get("TOOLDOJO_K8S_LIVE") == "1" else [])
+
+
 @functools.cache
 def backend_status(backend: str) -> tuple[bool, str]:
     from sandboxes import docker_backend, local_backend
     from sandboxes.image import image_exists, resolve_image
 
+    if backend == "kubernetes":
+        from sandboxes import kubernetes_backend
+        from sandboxes.models import KubernetesOptions
+
+        opts = KubernetesOptions.from_env()
+        try:
+            client = kubernetes_backend.client_for(opts)
+            client.list("Pod", opts.namespace, label_selector=kubernetes_backend.SANDBOX_LABEL)
+        except Exception as e:
+            return False, f"no usable cluster: {e}"
+        return True, f"{client.source}, namespace {opts.namespace}"
     if backend == "docker":
         ok, why = docker_backend.engine_available()
         if ok and not image_exists(resolve_image("tooldojo-sandbox")):

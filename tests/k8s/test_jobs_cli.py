@@ -83,6 +83,16 @@ def test_dry_run_prints_validated_yaml_and_touches_nothing(tmp_path):
     assert [d["kind"] for d in docs] == ["ConfigMap", "Service", "Job"]
 
 
+def test_server_dry_run_stores_nothing(cluster, tmp_path):
+    fake, kc = cluster
+    r = dojo("submit", str(write_submit(tmp_path, nodes=2, pvc={"name": "c", "create": True, "size": "1Gi"})),
+             "--server-dry-run", *kc)
+    assert r.exit_code == 0, r.output
+    assert "accepted 4 object(s)" in r.stdout and "Job/tiny" in r.stdout
+    assert [c for c in fake.calls if c[0] == "POST" and c[2].get("dryRun") != ["All"]] == []
+    assert fake.list("Job", NS) == [] and fake.list("ConfigMap", NS) == []
+
+
 def test_submit_then_status_logs_events_cancel(cluster, tmp_path):
     fake, kc = cluster
     r = dojo("submit", str(write_submit(tmp_path, nodes=2, secrets_from_env=["HF_TOKEN"])), *kc,
