@@ -96,7 +96,7 @@ class ScriptedJudge:
 
 def server_requests(base_url: str) -> float:
     """vllm:request_success_total summed over finish reasons, read from the server's /metrics."""
-    with urllib.request.urlopen(base_url.rstrip("/").removesuffix("/v1") + "/metrics", timeout=10) as r:
+    with urllib.request.urlopen(base_url.rstrip("/").removesuffix("/v1") + "/metrics", timeout=30) as r:
         text = r.read().decode()
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                if line.startswith("vllm:request_success_total{"))

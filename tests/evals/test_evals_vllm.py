@@ -22,7 +22,11 @@ ARGS = ["--max-tokens", "32", "--max-turns", "2", "-q", "--concurrency", "4"]
 
 def _run(*args: str) -> tuple[str, list[str]]:
     r = runner.invoke(app, ["eval", "run", *args])
-    assert r.exit_code == 0, r.output
+    if r.exit_code != 0:
+        import traceback
+
+        tb = "".join(traceback.format_exception(*r.exc_info)) if r.exc_info and r.exc_info[1] else ""
+        pytest.fail(f"dojo eval run exited {r.exit_code}:\n{r.output[-3000:]}\n{tb[-3000:]}")
     return r.output, re.findall(r"saved run (\S+)", r.output)
 
 
