@@ -170,9 +170,11 @@ class HFGenerator:
             with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), torch.no_grad():
                 if seeds:
                     torch.manual_seed(hash(tuple(seeds)) % (2**63))
+                greedy = s.temperature <= 0
+                sample_kw = {} if greedy else dict(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k or None,
+                                                   min_p=s.min_p or None)
                 out = model.generate(
-                    input_ids=ids.to(device), attention_mask=mask.to(device), do_sample=True,
-                    temperature=s.temperature, top_p=s.top_p, top_k=s.top_k or None, min_p=s.min_p or None,
+                    input_ids=ids.to(device), attention_mask=mask.to(device), do_sample=not greedy, **sample_kw,
                     repetition_penalty=s.repetition_penalty, max_new_tokens=max(r.max_tokens for r in requests),
                     eos_token_id=self.eos_ids, pad_token_id=pad, output_scores=True, return_dict_in_generate=True,
                     use_cache=True)
