@@ -848,7 +848,10 @@ class FakeApiServer:
             try:
                 while True:
                     msg = _ws_recv(h.rfile)
-                    if msg is None or msg[0] == 0x8:
+                    if msg is None:
+                        break
+                    if msg[0] == 0x8:
+                        send(msg[1][:2] or b"\x03\xe8", 0x8)  # answer the close handshake (RFC 6455 5.5.1)
                         break
                     op, data = msg
                     if op == 0x9:

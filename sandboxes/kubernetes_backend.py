@@ -470,7 +470,7 @@ class ExecChannel:
     def stop(self) -> None:
         self.stopped = True
         try:
-            self.ws.close()
+            self.ws.close(timeout=1)  # do not wait long for the server's half of the close handshake
         except Exception:
             pass
 

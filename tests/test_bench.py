@@ -43,3 +43,22 @@ def test_bench_evals_quick_prints_one_json_line_last(vllm_server):
     assert result["cached_rerun_server_requests"] == 0 and result["only_failed_server_requests"] == 0
     assert result["first_run_s"] > 0 and result["cached_rerun_s"] > 0 and result["cache_speedup"] > 0
     assert 0 < result["only_failed_cases"] <= result["cases"]
+
+
+K8S_PLAN_KEYS = {"target_concurrent_sandboxes", "mode", "pods", "nodes", "warm_pool_size", "pods_per_node",
+                 "limiting_resource", "creation_rate_ramp_per_s", "creation_rate_steady_per_s",
+                 "api_requests_per_start", "api_qps_ramp", "api_qps_steady", "exec_streams_open", "settings",
+                 "assumptions", "requests_source"}
+
+
+def test_bench_k8s_plan_prints_one_json_line_last():
+    """bench/k8s_plan.py sizes 10,000 sandboxes on paper (its request counts measured on the fake API server)."""
+    pytest.importorskip("kubernetes")
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "k8s_plan.py")], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    assert K8S_PLAN_KEYS <= set(result), K8S_PLAN_KEYS - set(result)
+    assert result["target_concurrent_sandboxes"] == 10_000 and result["pods"] >= 10_000
+    assert result["nodes"] * result["pods_per_node"] >= result["pods"]
+    assert result["api_requests_per_start"] > 0 and result["exec_streams_open"] == 10_000
