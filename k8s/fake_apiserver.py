@@ -917,7 +917,8 @@ def _kill(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         try:
             proc.kill()
-        except OSError:
+            proc.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
             pass
 
 

@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from sandboxes import Limits, SandboxConfig, open_sandbox
-from tests.conftest import CONFORMANCE_BACKENDS, require
+from conftest import CONFORMANCE_BACKENDS, require
 
 REPO = Path(__file__).resolve().parents[1]
 

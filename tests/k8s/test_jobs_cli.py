@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (pytest fixtures imported from k8s_fixtures are redefined as arguments)
 """`dojo submit` and `dojo jobs ...` end to end against the FAKE API server (through a kubeconfig).
 
 The fake's controllers stand in for the Job and Trainer controllers: pods appear, the test moves
@@ -15,6 +16,8 @@ import yaml
 from typer.testing import CliRunner
 
 from tooldojo.cli import app
+
+from k8s_fixtures import fake_manual  # noqa: F401,E402  (fixtures)
 
 ROOT = Path(__file__).resolve().parents[2]
 NS = "tooldojo"

@@ -25,6 +25,8 @@ from sandboxes.models import KubernetesOptions
 pytestmark = [pytest.mark.k8s,
               pytest.mark.skipif(os.environ.get("TOOLDOJO_K8S_LIVE") != "1",
                                  reason="live-cluster test: set TOOLDOJO_K8S_LIVE=1 and a kubeconfig")]
+import k8s_fixtures  # noqa: F401,E402  (skips without the k8s extra)
+
 ROOT = Path(__file__).resolve().parents[2]
 JOBS_NS = os.environ.get("TOOLDOJO_K8S_JOBS_NAMESPACE", "tooldojo")
 

@@ -17,6 +17,8 @@ from k8s.config import SubmitConfigError, load_submit_config, parse_submit_confi
 from k8s.render import render
 from k8s.validate import TRAINJOB_SCHEMA, trainjob_schema_from_models, validate, validate_all
 
+import k8s_fixtures  # noqa: F401,E402  (skips without the k8s extra)
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "k8s"
 GOLDEN = Path(__file__).resolve().parent / "golden"

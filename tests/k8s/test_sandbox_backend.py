@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (pytest fixtures imported from k8s_fixtures are redefined as arguments)
 """The kubernetes sandbox backend against the FAKE API server: pods, exec stream, pool, claims, reaping.
 
 The fake runs the exec'd tool server as a local process (under bubblewrap, the pod's volumes bound at
@@ -30,6 +31,8 @@ from sandboxes import (
 )
 from sandboxes import kubernetes_backend as kb
 from sandboxes.models import KubernetesOptions
+
+from k8s_fixtures import fake, fake_manual, need_bwrap  # noqa: F401,E402  (fixtures)
 
 ROOT = Path(__file__).resolve().parents[2]
 NS = "sandboxes-test"

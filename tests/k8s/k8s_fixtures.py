@@ -1,5 +1,8 @@
 """Fixtures of the Kubernetes tests: a FAKE API server (k8s/fake_apiserver.py) per test.
 
+Imported by each test module (`from k8s_fixtures import ...`), not a conftest.py: the suite's other
+modules import the top-level `conftest` by name, and a second conftest.py would shadow it.
+
 No test here talks to a real cluster; those live in test_live.py, marked `k8s`, and run only
 with TOOLDOJO_K8S_LIVE=1 and a kubeconfig.
 """
