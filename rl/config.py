@@ -180,7 +180,7 @@ class RolloutConfig(_Section):
     user_model: str | None = Field(None, description="the user simulator's model when user: llm")
     user_base_url: str | None = Field(None, description="its OpenAI-compatible endpoint when user: llm")
     user_api_key_env: str = Field("OPENAI_API_KEY", description="the environment variable holding its API key")
-    sandbox_backend: Literal["auto", "docker", "local"] = "auto"
+    sandbox_backend: Literal["auto", "docker", "local", "kubernetes"] = "auto"
     sandboxes: int | None = Field(None, gt=0, description="warm sandboxes in the pool; None: one per rollout")
     tool_timeout_s: float = Field(10.0, gt=0.0)
     vllm_max_model_length: int | None = Field(None, gt=0, description="vLLM's context; None: the model's")
