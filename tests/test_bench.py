@@ -45,6 +45,41 @@ def test_bench_evals_quick_prints_one_json_line_last(vllm_server):
     assert 0 < result["only_failed_cases"] <= result["cases"]
 
 
+TRAIN_STEP_KEYS = {"device", "model_params", "tokens_per_s", "peak_mem_gb", "step_s", "bare_trl_tokens_per_s",
+                   "bare_trl_step_s", "generated_tokens_per_step", "bare_trl_generated_tokens_per_step",
+                   "overhead_vs_bare_trl", "overhead_per_generated_token", "rollout_s", "generate_s", "target",
+                   "meets_target", "backend", "sides", "config", "errors"}
+
+
+@pytest.mark.slow
+def test_bench_train_step_quick_prints_one_json_line_last(tmp_path):
+    """bench/train_step.py --quick: the tiny model, 3 steps (1 warm-up), max_completion_length 64, ours and bare TRL."""
+    pytest.importorskip("trl")
+    from tests.conftest import backend_status, require
+
+    backend = next((b for b in ("local", "docker") if backend_status(b)[0]), None)
+    if backend is None:
+        require("local")
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "train_step.py"), "--quick", "--model", "tiny",
+                        "--backend", backend, "--out", str(tmp_path)], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-2000:]
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    assert TRAIN_STEP_KEYS <= set(result), TRAIN_STEP_KEYS - set(result)
+    assert result["errors"] == {} and result["quick"] is True and result["backend"] == backend
+    assert result["config"]["steps_total"] == 3 and result["config"]["max_completion_length"] == 64
+    ours, bare = result["sides"]["ours"], result["sides"]["bare_trl"]
+    assert ours["steps_timed"] == bare["steps_timed"] == 2
+    assert result["model_params"] > 0 and result["peak_mem_gb"] > 0
+    for key in ("tokens_per_s", "bare_trl_tokens_per_s", "step_s", "bare_trl_step_s", "generate_s", "rollout_s"):
+        assert result[key] > 0, key
+    assert 0 < result["generated_tokens_per_step"] <= 16 * 64 and 0 < result["bare_trl_generated_tokens_per_step"] <= 16 * 64
+    # bare TRL trains on the very prompts ours did
+    assert ours["prompt_tokens_per_step"] == bare["prompt_tokens_per_step"] > 0
+    assert result["overhead_vs_bare_trl"] == pytest.approx(
+        result["bare_trl_tokens_per_s"] / result["tokens_per_s"] - 1, abs=2e-3)
+    assert result["meets_target"] == (result["overhead_per_generated_token"] <= 0.10)
+
+
 K8S_PLAN_KEYS = {"target_concurrent_sandboxes", "mode", "pods", "nodes", "warm_pool_size", "pods_per_node",
                  "limiting_resource", "creation_rate_ramp_per_s", "creation_rate_steady_per_s",
                  "api_requests_per_start", "api_qps_ramp", "api_qps_steady", "exec_streams_open", "settings",
