@@ -180,9 +180,12 @@ class HFGenerator:
                     use_cache=True)
         finally:
             model.train(was_training)
-        new = out.sequences[:, width:].cpu()
-        scores = torch.stack(out.scores, dim=1).float().log_softmax(-1).cpu()  # (B, T, V): processed scores
-        chosen = scores.gather(-1, new.unsqueeze(-1)).squeeze(-1)
+        new = out.sequences[:, width:]
+        # one (batch x vocab) step at a time: the whole (batch x steps x vocab) stack would be ~20 GB
+        # at a 152k vocabulary, 2048 steps and 16 sequences
+        chosen = torch.stack([step.float().log_softmax(-1).gather(1, new[:, t:t + 1]).squeeze(1)
+                              for t, step in enumerate(out.scores)], dim=1).cpu()
+        new = new.cpu()
         results = []
         for i, r in enumerate(requests):
             toks, lps = new[i].tolist()[: r.max_tokens], chosen[i].tolist()[: r.max_tokens]
