@@ -259,25 +259,8 @@ def run(args: argparse.Namespace, result: dict[str, Any], cleanup: list[Callable
     result["backend"] = backend
     console.print(f"[bold]tooldojo rewards bench[/] backend={backend} ({why}) mode={'quick' if args.quick else 'full'} "
                   f"tasks={args.tasks} judge_calls={args.judge_calls} unit_tests={args.unit_tests}")
-    phase_s: dict[str, float] = {}
-    errors: dict[str, str] = {}
-    result["phase_s"], result["errors"] = phase_s, errors
-
-    def phase(name: str, fn: Callable[[], Any], shown: tuple[str, ...] = ()) -> Any:
-        t0 = time.perf_counter()
-        try:
-            out = fn()
-            res = out[0] if isinstance(out, tuple) else out
-            if isinstance(res, dict):
-                result.update(res)
-                console.print(f"[green]✓[/] {name}: {({k: res.get(k) for k in shown})}")
-            return out
-        except Exception as e:  # noqa: BLE001
-            errors[name] = f"{type(e).__name__}: {e}"[:2000]
-            console.print(f"[red]✗ {name}: {type(e).__name__}: {e}")
-            return None
-        finally:
-            phase_s[name] = round(time.perf_counter() - t0, 2)
+    phase = _common.phase_runner(result, console)
+    errors = result["errors"]
 
     out = phase("tasks", lambda: anyio.run(make_gold, args.tasks, args.seed, backend, args.sandboxes))
     tasks, trajs = (out[1], out[2]) if out else ([], [])

@@ -494,28 +494,8 @@ def run(args: argparse.Namespace, result: dict[str, Any], cleanup: list[Callable
                   f"tasks={args.tasks} scripted={args.scripted_episodes} agent={args.agent_episodes} "
                   f"concurrency={args.concurrency} episode_concurrency={args.episode_concurrency} "
                   f"max_tokens={args.max_tokens}")
-    phase_s: dict[str, float] = {}
-    errors: dict[str, str] = {}
-    result["phase_s"] = phase_s
-    result["errors"] = errors
-
-    def phase(name: str, fn: Callable[[], Any], shown: tuple[str, ...] = ()) -> Any:
-        t0 = time.perf_counter()
-        try:
-            out = fn()
-            res = out[0] if isinstance(out, tuple) else out
-            if isinstance(res, dict):
-                result.update(res)
-                console.print(f"[green]✓[/] {name}: {({k: res.get(k) for k in shown})}")
-            else:
-                console.print(f"[green]✓[/] {name}")
-            return out
-        except Exception as e:  # noqa: BLE001
-            errors[name] = f"{type(e).__name__}: {e}"[:2000]
-            console.print(f"[red]✗ {name}: {type(e).__name__}: {e}")
-            return None
-        finally:
-            phase_s[name] = round(time.perf_counter() - t0, 2)
+    phase = _common.phase_runner(result, console)
+    errors = result["errors"]
 
     server: VLLMServer | None = None
     if args.base_url:

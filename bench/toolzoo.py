@@ -34,7 +34,6 @@ import shutil
 import statistics
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -197,26 +196,7 @@ def run(args: argparse.Namespace, result: dict[str, Any]) -> None:
     warmup = COUNTS["warmup"][quick]
     console.print(f"[bold]tooldojo zoo bench[/] backend={backend} ({why}) mode={'quick' if quick else 'full'} "
                   f"generate={n} calls={calls}")
-    phase_s: dict[str, float] = {}
-    errors: dict[str, str] = {}
-    result["phase_s"] = phase_s
-    result["errors"] = errors
-
-    def phase(name: str, fn: Callable[[], Any], shown: tuple[str, ...]) -> Any:
-        t0 = time.perf_counter()
-        try:
-            with console.status(f"{name}..."):
-                out = fn()
-            res = out[0] if isinstance(out, tuple) else out
-            result.update(res)
-            console.print(f"[green]✓[/] {name}: {({k: res.get(k) for k in shown})}")
-            return out
-        except Exception as e:  # noqa: BLE001
-            errors[name] = f"{type(e).__name__}: {e}"
-            console.print(f"[red]✗ {name}: {type(e).__name__}: {e}")
-            return None
-        finally:
-            phase_s[name] = round(time.perf_counter() - t0, 2)
+    phase = _common.phase_runner(result, console, spinner=True)
 
     seed = seed_zoo()
     result["seed_tools"] = len(seed.tools)

@@ -58,6 +58,15 @@ def require(backend: str) -> None:
     pytest.skip(f"backend {backend} unavailable: {why}")
 
 
+def any_backend(prefer: tuple[str, ...] = ("local", "docker")) -> str:
+    """The first working backend of ``prefer`` (a test that needs some sandbox, not a given one)."""
+    for b in prefer:
+        if backend_status(b)[0]:
+            return b
+    require(prefer[0])
+    return prefer[0]
+
+
 @pytest.fixture(params=["docker", "local"])
 def backend(request) -> str:
     require(request.param)

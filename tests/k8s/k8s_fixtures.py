@@ -19,29 +19,26 @@ pytest.importorskip("kubernetes", reason="the k8s extra is not installed (pip in
 from k8s.fake_apiserver import FakeApiServer  # noqa: E402
 
 
-@pytest.fixture
-def fake():
+def _serve(auto_start_pods: bool):
     from sandboxes import kubernetes_backend
 
-    server = FakeApiServer(auto_start_pods=True).start()
+    server = FakeApiServer(auto_start_pods=auto_start_pods).start()
     try:
         yield server
     finally:
         kubernetes_backend.forget_clusters()
         server.stop()
+
+
+@pytest.fixture
+def fake():
+    yield from _serve(auto_start_pods=True)
 
 
 @pytest.fixture
 def fake_manual():
     """Pods stay Pending until the test moves them."""
-    from sandboxes import kubernetes_backend
-
-    server = FakeApiServer(auto_start_pods=False).start()
-    try:
-        yield server
-    finally:
-        kubernetes_backend.forget_clusters()
-        server.stop()
+    yield from _serve(auto_start_pods=False)
 
 
 @pytest.fixture

@@ -25,22 +25,16 @@ from rl.rollout import (  # noqa: E402
     parse_assistant,
 )
 from sandboxes import SandboxConfig  # noqa: E402
-from tests.conftest import backend_status, require  # noqa: E402
+from tests.conftest import any_backend  # noqa: E402
 
 DOMAINS = ["retail_orders", "library_loans"]
 
 
-def _backend() -> str:
-    for b in ("local", "docker"):
-        if backend_status(b)[0]:
-            return b
-    require("local")
-    return "local"
 
 
 @pytest.fixture(scope="module")
 def backend() -> str:
-    return _backend()
+    return any_backend()
 
 
 @pytest.fixture(scope="module")

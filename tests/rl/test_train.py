@@ -24,7 +24,7 @@ if __import__("importlib").util.find_spec("vllm") is None:
         pytest.fail("vLLM is required here (TOOLDOJO_REQUIRE_VLLM=1) but is not installed", pytrace=False)
     pytest.skip("vllm is not installed", allow_module_level=True)
 
-from tests.conftest import backend_status, require  # noqa: E402
+from tests.conftest import any_backend  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "train_tiny.yaml"
@@ -32,17 +32,11 @@ DOJO = [str(Path(sys.executable).parent / "dojo")]
 STEPS, SAVE = 20, 7
 
 
-def _backend() -> str:
-    for b in ("local", "docker"):
-        if backend_status(b)[0]:
-            return b
-    require("local")
-    return "local"
 
 
 def _dojo_train(out: Path, *overrides: str) -> dict:
     cmd = [*DOJO, "train", str(EXAMPLE), f"run.output_dir={out}", "data.synthesize=8",
-           f"rollout.sandbox_backend={_backend()}", "run.logging=[tensorboard]", *overrides]
+           f"rollout.sandbox_backend={any_backend()}", "run.logging=[tensorboard]", *overrides]
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=1200, env=env, cwd=ROOT)
     assert p.returncode == 0, f"dojo train failed ({p.returncode}):\n{p.stderr[-4000:]}"
