@@ -4,6 +4,12 @@ One place for how tooldojo serves a model: the tests' `vllm_server` fixture and
 the benchmarks all start it through `start_vllm_server`, so they measure the
 same thing. The server runs in its own process group (stopped as a whole) and
 dies with its parent; API keys of the caller's environment are not passed on.
+
+"Dies with its parent" uses PR_SET_PDEATHSIG, which fires when the *thread*
+that forked the child exits, not the process. A server started from a worker
+thread (anyio.to_thread) would be killed when that idle thread is retired, so
+the signal is armed only for servers started from the main thread; the others
+rely on `stop()`.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -45,6 +52,8 @@ class VLLMServer:
         self.model_dir = model_dir
         self.startup_s: float | None = None
         self.external_pgid: int | None = None
+        self.restarts = 0
+        self._start_kwargs: dict[str, Any] | None = None
 
     def __repr__(self) -> str:
         pid = self.proc.pid if self.proc else None
@@ -78,6 +87,19 @@ class VLLMServer:
             pass
         return None
 
+    def exit_code(self) -> int | None:
+        """The server's exit code once it has died; None while it runs (or when it is external)."""
+        return None if self.proc is None else self.proc.poll()
+
+    def restart(self) -> None:
+        """Start it again on the same port (after a crash); the log keeps growing in the same file."""
+        if self.model_dir is None or self._start_kwargs is None:
+            raise VLLMStartError("only a server started by start_vllm_server can be restarted")
+        self.stop()
+        port = int(self.base_url.rsplit(":", 1)[1].split("/", 1)[0])
+        fresh = start_vllm_server(self.model_dir, port=port, **self._start_kwargs)
+        self.proc, self.startup_s, self.restarts = fresh.proc, fresh.startup_s, self.restarts + 1
+
     def stop(self, grace_s: float = 20.0) -> None:
         proc, self.proc = self.proc, None
         if proc is None or proc.poll() is not None:
@@ -106,13 +128,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _child_setup(nice: int) -> None:  # runs in the child before exec
+def _child_setup(nice: int, die_with_parent: bool) -> None:  # runs in the child before exec
     import ctypes
 
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
+    if die_with_parent:
+        try:
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        except OSError:
+            pass
     if nice:
         os.nice(nice)
 
@@ -125,13 +148,15 @@ def start_vllm_server(
     flags: list[str] = TINY_FLAGS,
     deadline_s: float = 600.0,
     nice: int = 0,
+    port: int | None = None,
 ) -> VLLMServer:
     """Serve `model_dir` on a free 127.0.0.1 port; return once GET /v1/models answers.
 
     Eager mode unless TOOLDOJO_VLLM_COMPILE=1: it skips ~80 s of torch.compile
     warm-up on a cold cache, which dominates short runs on CPU.
     """
-    port = free_port()
+    port = port or free_port()
+    die_with_parent = threading.current_thread() is threading.main_thread()
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server",
            "--model", str(model_dir), "--served-model-name", served_name,
            "--host", "127.0.0.1", "--port", str(port), *flags]
@@ -142,10 +167,12 @@ def start_vllm_server(
            "TOKENIZERS_PARALLELISM": "false"}
     env.pop("OPENAI_API_KEY", None)
     env.pop("VLLM_API_KEY", None)
-    with open(log_path, "wb") as log:
+    with open(log_path, "ab") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                start_new_session=True, preexec_fn=lambda: _child_setup(nice))
+                                start_new_session=True, preexec_fn=lambda: _child_setup(nice, die_with_parent))
     server = VLLMServer(f"http://127.0.0.1:{port}/v1", served_name, proc, log_path, Path(model_dir))
+    server._start_kwargs = {"log_path": log_path, "served_name": served_name, "flags": flags,
+                            "deadline_s": deadline_s, "nice": nice}
     start = time.monotonic()
     try:
         while True:

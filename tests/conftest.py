@@ -112,3 +112,24 @@ def vllm_server(tmp_path_factory):
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(autouse=True)
+def _vllm_server_survives(request):
+    """A test during which the session's server died fails with the server's exit code and log;
+    the server is restarted on the same port so the tests after it still have one."""
+    yield
+    if "vllm_server" not in request.fixturenames:
+        return
+    server = request.getfixturevalue("vllm_server")
+    code = server.exit_code()
+    if code is None:
+        return
+    tail = server.log_tail(120)
+    try:
+        server.restart()
+        again = f"restarted it on {server.base_url} for the tests that follow"
+    except Exception as e:  # noqa: BLE001 - reported below with the first death
+        again = f"could not restart it: {e}"
+    pytest.fail(f"the session's vLLM server died during this test (exit code {code}); {again}. "
+                f"Its log ({server.log_path}) ends:\n{tail}")
