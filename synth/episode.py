@@ -178,6 +178,17 @@ def default_system_prompt(task: Task, domain: Domain) -> str:
             f"<policy>\n{domain.policy}\n</policy>")
 
 
+def brief_system_prompt(task: Task, domain: Domain) -> str:
+    """One sentence instead of the policy: for tiny models, whose context and capacity the policy text
+    would mostly spend (the tools' schemas still come with every prompt)."""
+    return (f"You are the {domain.name.replace('_', ' ')} assistant. Use the tools to do what the user asks, "
+            "then tell them the result.")
+
+
+SYSTEM_PROMPTS: dict[str, Callable[[Task, Domain], str]] = {"policy": default_system_prompt,
+                                                             "brief": brief_system_prompt}
+
+
 def resolve_domain(task: Task, domain: Domain | Zoo | Callable[[str], Domain] | None) -> Domain:
     if isinstance(domain, Domain):
         return domain
