@@ -176,3 +176,65 @@ def trajectories_cmd(
                   f"{sum(t.stats.malformed_calls for t in trajs)} malformed calls", highlight=False)
     console.print(f"wrote {report.jsonl} and {report.dataset} ({report.rows} rows, {report.skipped} skipped)",
                   highlight=False)
+
+
+@app.command("behaviours")
+@one_line_errors
+def behaviours_cmd(
+    tasks: str = typer.Option(..., "--tasks", help="directory (or tasks.jsonl) written by `dojo synth tasks`"),
+    condition: str = typer.Option("all", "--condition", help="all | none | incorrect | empty | length_matched | "
+                                  "subgoal | verification | backtracking | backward_chaining"),
+    out: str = typer.Option(..., "--out", help="directory for trajectories.jsonl, the TRL dataset (sft/), summary.json"),
+    mode: str = typer.Option("procedural", "--mode", help="procedural (templated, offline) | llm (an endpoint as agent)"),
+    base_url: str = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint for --mode llm"),
+    model: str = typer.Option(None, "--model", help="model name at --base-url"),
+    system_prompt: str = typer.Option("brief", "--system-prompt", help="the system prompt the traces carry: brief | policy"),
+    seed: int = typer.Option(0, "--seed", help="seed of the per-trace behaviour draws"),
+    concurrency: int = typer.Option(8, "--concurrency", min=1, help="episodes (and sandboxes) at a time"),
+    backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
+) -> None:
+    """Priming traces with (or without) cognitive behaviours (Gandhi et al. 2025): one real episode per
+    task in the chosen condition; writes trajectories.jsonl, sft/ (TRL format) and summary.json."""
+    from pathlib import Path
+
+    import anyio
+
+    from synth.behaviours import CONDITIONS, agenerate_traces
+    from synth.sft_data import write_trajectories
+    from synth.tasks import load_tasks
+
+    if condition not in CONDITIONS:
+        raise ValueError(f"unknown condition {condition!r}: use one of {', '.join(CONDITIONS)}")
+    if backend not in ("auto", "docker", "local"):
+        raise ValueError(f"unknown backend {backend!r}: use auto, docker or local")
+    if mode == "llm" and not (base_url and model):
+        raise ValueError("--mode llm needs --base-url and --model")
+    task_list = load_tasks(tasks)
+    if not task_list:
+        raise ValueError(f"no tasks in {tasks}")
+
+    async def run():  # -> TraceSet
+        client = None
+        if mode == "llm":
+            from synth.llm import LLMClient, LLMConfig
+
+            client = LLMClient(LLMConfig(base_url=base_url, model=model))
+        try:
+            return await agenerate_traces(task_list, condition, mode=mode, backend=backend,  # type: ignore[arg-type]
+                                          system_prompt=system_prompt, seed=seed, concurrency=concurrency,
+                                          llm=client, progress=True)
+        finally:
+            if client is not None:
+                await client.aclose()
+
+    traces = anyio.run(run)
+    report = write_trajectories(traces.trajectories, out)
+    summary = {**traces.summary(), "tasks": len(task_list), "sft_rows": report.rows, "skipped": report.skipped}
+    (Path(out) / "summary.json").write_text(json.dumps(summary, indent=1))
+    console.print(f"{condition} ({mode}): {summary['trajectories']} traces of {len(task_list)} tasks, "
+                  f"{summary['reached_expected_state']} reach the expected state"
+                  + (f", {summary['dropped_not_wrong']} dropped as not wrong" if condition == "incorrect" else "")
+                  + (", behaviours " + ", ".join(f"{k} {v}" for k, v in summary["behaviours"].items())
+                     if summary["behaviours"] else ""), highlight=False)
+    console.print(f"wrote {report.jsonl}, {report.dataset} ({report.rows} rows) and {Path(out) / 'summary.json'}",
+                  highlight=False)
