@@ -154,3 +154,59 @@ def train_cmd(
     _print_summary(summary)
     sys.stdout.flush()
     print(json.dumps(summary), flush=True)
+
+
+# ------------------------------------------------------------------------------ dojo rl ...
+rl_app = typer.Typer(help="Inspect RL runs and their trajectories.", no_args_is_help=True)
+
+
+@rl_app.callback()
+def _rl() -> None:
+    """Inspect RL runs and their trajectories."""
+
+
+@rl_app.command("behaviours")
+@one_line_errors
+def behaviours_cmd(
+    source: str = typer.Argument(..., metavar="DATASET_OR_RUN",
+                                 help="a folder with trajectories.jsonl, a .jsonl of trajectories, or a run directory "
+                                      "(every **/trajectories.jsonl and episodes/*.jsonl below it, one row group each)"),
+    counter: str = typer.Option("heuristic", "--counter", help="heuristic (offline) | llm (one prompt per behaviour)"),
+    base_url: str = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint for --counter llm"),
+    model: str = typer.Option(None, "--model", help="model name at --base-url"),
+    concurrency: int = typer.Option(8, "--concurrency", min=1, help="trajectories counted at a time"),
+    json_out: bool = typer.Option(False, "--json", help="print the report as one JSON object"),
+) -> None:
+    """How often the trajectories show the four cognitive behaviours (verification, backtracking, subgoal
+    setting, backward chaining): per group, the mean count per trajectory and the share with at least one."""
+    import anyio
+
+    from rl.behaviours import HeuristicCounter, LLMCounter, abehaviour_report
+
+    if counter not in ("heuristic", "llm"):
+        raise ValueError(f"unknown counter {counter!r}: use heuristic or llm")
+    if counter == "llm" and not (base_url and model):
+        raise ValueError("--counter llm needs --base-url and --model")
+
+    async def run():  # -> BehaviourReport
+        if counter == "heuristic":
+            return await abehaviour_report(source, HeuristicCounter(), concurrency=concurrency)
+        from synth.llm import LLMClient, LLMConfig
+
+        async with LLMClient(LLMConfig(base_url=base_url, model=model, max_concurrency=concurrency)) as client:
+            return await abehaviour_report(source, LLMCounter(client), concurrency=concurrency)
+
+    report = anyio.run(run)
+    if json_out:
+        print(report.model_dump_json())
+        return
+    for g in report.groups:
+        t = Table(title=f"{g.group} ({g.n} trajectories, {report.counter} counter)")
+        t.add_column("behaviour")
+        t.add_column("mean / trajectory", justify="right")
+        t.add_column("with >= 1", justify="right")
+        t.add_column("not counted", justify="right")
+        for b, s in g.behaviours.items():
+            t.add_row(b, "-" if s.mean is None else f"{s.mean:.2f}", "-" if s.frac is None else f"{s.frac:.0%}",
+                      str(s.uncounted))
+        console.print(t)
