@@ -13,9 +13,7 @@ from __future__ import annotations
 import json
 import re
 import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import anyio
@@ -35,6 +33,7 @@ from rewards.judge import (
 from synth.episode import Trajectory
 from synth.llm import LLMClient, LLMConfig
 from synth.tasks import Action, Rubric, Task, UserScenario
+from tests.openai_server import ChatServer, completion
 
 # --------------------------------------------------------------------------- fixtures: a task
 
@@ -87,7 +86,7 @@ def make_traj(*, user_text: str = "Please refund order O-1.", refund_output: str
 _OBEY = re.compile(r"score\s*1\b|ignore the rubric|new instructions|mark every criterion met|full marks", re.I)
 
 
-class ScriptedJudgeDouble:
+class ScriptedJudgeDouble(ChatServer):
     """TEST DOUBLE: a scripted, deterministic OpenAI-compatible /v1/chat/completions endpoint that
     plays an LLM judge. It is *not* a model: its verdict is a fixed function of the request.
 
@@ -109,54 +108,16 @@ class ScriptedJudgeDouble:
 
     def __init__(self) -> None:
         self.script: list[str] = []
-        self.requests: list[dict[str, Any]] = []
         self.analyses: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        double = self
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *a: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802
-                length = int(self.headers.get("content-length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
-                with double._lock:
-                    double.requests.append(body)
-                    mode = double.script.pop(0) if double.script else "ok"
-                if mode == "http500":
-                    self._send(500, {"error": {"message": "scripted failure"}})
-                    return
-                text = double.answer(body, mode)
-                self._send(200, {
-                    "id": "judge-double", "object": "chat.completion", "created": 0, "model": body.get("model"),
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150},
-                })
-
-            def _send(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                try:
-                    self.send_response(status)
-                    self.send_header("content-type", "application/json")
-                    self.send_header("content-length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.httpd.block_on_close = False
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def handle(self, body: dict[str, Any]) -> tuple[Any, ...]:
+        with self._lock:
+            mode = self.script.pop(0) if self.script else "ok"
+        if mode == "http500":
+            return 500, {"error": {"message": "scripted failure"}}
+        return 200, completion(self.answer(body, mode), model=body.get("model"), id="judge-double",
+                               prompt_tokens=100, completion_tokens=50)
 
     # -- the fixed verdict function --------------------------------------------------------
     @staticmethod

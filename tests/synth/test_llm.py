@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import anyio
 import jsonschema
 import pytest
 
+from tests.openai_server import ChatServer
 from synth.llm import (
     ChatResult,
     LLMBadResponse,
@@ -45,73 +44,30 @@ USER = [{"role": "user", "content": "hello"}]
 # --- a tiny OpenAI chat-completions double --------------------------------------------------
 
 
-class FakeOpenAI:
+class FakeOpenAI(ChatServer):
     """POST /v1/chat/completions. ``script`` holds one action per coming request, then "ok":
     an int (answer with that HTTP status), ("sleep", s) (sleep, then answer ok), "ok"."""
 
     def __init__(self) -> None:
         self.script: list[Any] = []
-        self.requests: list[dict[str, Any]] = []
-        self.auth_headers: list[str] = []
         self.delay_s = 0.0
         self.reply_text: str | None = None
         self.reply_tool_calls: list[dict[str, Any]] | None = None
         self.ignore_n = False
         self.error_message = "boom"
-        self.in_flight = 0
-        self.max_in_flight = 0
-        self._lock = threading.Lock()
-        fake = self
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *a: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802
-                length = int(self.headers.get("content-length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
-                with fake._lock:
-                    fake.requests.append(body)
-                    fake.auth_headers.append(self.headers.get("authorization", ""))
-                    action = fake.script.pop(0) if fake.script else "ok"
-                    fake.in_flight += 1
-                    fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
-                try:
-                    if isinstance(action, tuple) and action[0] == "sleep":
-                        time.sleep(action[1])
-                    elif fake.delay_s:
-                        time.sleep(fake.delay_s)
-                    if isinstance(action, int):
-                        payload = {"error": {"message": fake.error_message, "type": "test", "code": action}}
-                        extra = {"retry-after": "0"} if action == 429 else {}
-                        self._send(action, payload, extra)
-                    else:
-                        self._send(200, fake.completion(body))
-                finally:
-                    with fake._lock:
-                        fake.in_flight -= 1
-
-            def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-                data = json.dumps(payload).encode()
-                try:
-                    self.send_response(status)
-                    self.send_header("content-type", "application/json")
-                    self.send_header("content-length", str(len(data)))
-                    for k, v in (headers or {}).items():
-                        self.send_header(k, v)
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout test)
-                    pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.httpd.block_on_close = False
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+    def handle(self, body: dict[str, Any]) -> tuple[Any, ...]:
+        with self._lock:
+            action = self.script.pop(0) if self.script else "ok"
+        if isinstance(action, tuple) and action[0] == "sleep":
+            time.sleep(action[1])
+        elif self.delay_s:
+            time.sleep(self.delay_s)
+        if isinstance(action, int):
+            payload = {"error": {"message": self.error_message, "type": "test", "code": action}}
+            return action, payload, ({"retry-after": "0"} if action == 429 else {})
+        return 200, self.completion(body)
 
     def completion(self, body: dict[str, Any]) -> dict[str, Any]:
         n = 1 if self.ignore_n else int(body.get("n") or 1)
@@ -127,10 +83,6 @@ class FakeOpenAI:
             "id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": body.get("model"),
             "choices": choices, "usage": {"prompt_tokens": 7, "completion_tokens": 3 * n, "total_tokens": 7 + 3 * n},
         }
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture
