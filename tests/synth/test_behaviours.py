@@ -1,0 +1,238 @@
+"""Behaviour priming traces (synth.behaviours) as real episodes in sandboxes, in every condition."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import anyio
+import pytest
+from typer.testing import CliRunner
+
+from rewards.verifiable import CommunicationReward, WorldStateReward
+from sandboxes import SandboxConfig, SandboxPool
+from synth.behaviours import (
+    CORRECT_CONDITIONS,
+    FILLER,
+    PLAIN_SENTENCE,
+    PRESCRIPTIONS,
+    BehaviourAgent,
+    agenerate_traces,
+    generate_traces,
+    mistype,
+    wrong_value,
+)
+from synth.episode import brief_system_prompt
+from synth.llm import LLMClient, LLMConfig
+from synth.sft_data import to_dataset
+from synth.tasks import Task, export_tasks, synthesize_tasks
+from tests.conftest import any_backend
+from tests.openai_server import ChatServer, completion
+from toolzoo.domains import load_domain
+
+DOMAINS = ["retail_orders", "library_loans", "issue_tracker"]
+
+
+@pytest.fixture(scope="module")
+def backend() -> str:
+    return any_backend()
+
+
+@pytest.fixture(scope="module")
+def tasks(backend) -> list[Task]:
+    result = synthesize_tasks(9, seed=11, domains=DOMAINS, backend=backend, sandboxes=3)
+    assert len(result.tasks) == 9
+    assert len({t.domain for t in result.tasks}) >= 2
+    return result.tasks
+
+
+def run(tasks, condition, backend, **kw):
+    return anyio.run(lambda: agenerate_traces(tasks, condition, backend=backend, concurrency=3, **kw))
+
+
+def reasoning_texts(traj) -> list[str | None]:
+    return [m.get("content") for m in traj.messages if m.get("role") == "assistant" and m.get("tool_calls")]
+
+
+# ------------------------------------------------------------------------------ units
+def test_mistype_and_wrong_value():
+    assert mistype("O-1000") == "O-100099" and mistype("WEB-3") == "WEB-399"
+    assert wrong_value("2999") == "3000" and wrong_value("L-3007") == "L-3008"
+    assert wrong_value("2024-06-24") == "2024-06-25"
+    dom = load_domain("retail_orders")
+    assert wrong_value("found_cheaper", dom) not in ("found_cheaper", "unknown")
+    assert wrong_value("Goran Silva") == "unknown"
+
+
+def test_unknown_condition_is_an_error(tasks):
+    with pytest.raises(ValueError, match="unknown condition"):
+        BehaviourAgent(tasks[0], load_domain(tasks[0].domain), "most", random.Random(0))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="needs an LLM client"):
+        generate_traces(tasks[:1], "all", mode="llm")
+
+
+# ------------------------------------------------------------------ real sandboxes
+def test_correct_conditions_reach_the_expected_state(tasks, backend):
+    for condition in CORRECT_CONDITIONS:
+        trajs = generate_traces(tasks, condition, backend=backend, concurrency=3)
+        assert [t.task_id for t in trajs] == [t.id for t in tasks], condition
+        bad = [(t.task_id, t.termination, t.error) for t in trajs if not t.reached_expected_state]
+        assert not bad, (condition, bad)
+        assert all(t.termination == "user_stop" for t in trajs), condition
+        assert all(t.messages[0] == {"role": "system", "content": brief_system_prompt(task, load_domain(task.domain))}
+                   for t, task in zip(trajs, tasks, strict=True))
+
+
+def test_all_traces_show_every_behaviour_with_varying_mixes(tasks, backend):
+    ts = run(tasks, "all", backend)
+    total = {b: sum(u.get(b, 0) for u in ts.used) for b in ("subgoal", "verification", "backtracking",
+                                                               "backward_chaining")}
+    assert all(v > 0 for v in total.values()), total
+    assert len({tuple(sorted(u)) for u in ts.used}) > 1  # not every trace shows the same behaviours
+    texts = [x for t in ts.trajectories for x in reasoning_texts(t) if x]
+    assert any(x.startswith(("Plan:", "To ")) for x in texts)
+    assert any("Check:" in x for t in ts.trajectories for x in [m.get("content") or "" for m in t.messages])
+    assert any("Back to" in x for x in texts)
+    # short, templated text: no sentence is long
+    assert max(len(s) for x in texts for s in x.split(". ")) < 200
+    # backtracking calls are reads that fail or show another record: they leave the state alone
+    for t in ts.trajectories:
+        for rec in t.tool_calls:
+            if isinstance(rec.arguments, dict) and any(isinstance(v, str) and v.endswith("99")
+                                                       for v in rec.arguments.values()):
+                assert load_domain(t.domain).tool(rec.name).effect == "read"
+    # deterministic in the seed, different across seeds
+    again = run(tasks, "all", backend)
+    assert [t.messages for t in again.trajectories] == [t.messages for t in ts.trajectories]
+    other = run(tasks, "all", backend, seed=1)
+    assert [t.messages for t in other.trajectories] != [t.messages for t in ts.trajectories]
+
+
+def test_controls_have_no_reasoning_and_length_matched_matches_all(tasks, backend):
+    full = run(tasks, "all", backend)
+    for name, check in (("empty", lambda x: x is None),
+                        ("none", lambda x: x in (None, PLAIN_SENTENCE))):
+        trajs = run(tasks, name, backend).trajectories
+        assert all(check(x) for t in trajs for x in reasoning_texts(t)), name
+        assert all(len(t.tool_calls) == len(task.gold_actions) for t, task in zip(trajs, tasks, strict=True))
+    lm = run(tasks, "length_matched", backend)
+    assert lm.reasoning == full.reasoning and sum(lm.reasoning) > 0
+    for t, n in zip(lm.trajectories, full.reasoning, strict=True):
+        fill = "".join(x or "" for x in reasoning_texts(t))
+        assert set(fill) <= {FILLER} and len(fill) == n
+
+
+def test_single_behaviour_conditions_show_only_theirs(tasks, backend):
+    for b in ("subgoal", "backward_chaining", "verification", "backtracking"):
+        ts = run(tasks, b, backend)
+        assert all(set(u) <= {b} for u in ts.used), (b, ts.used)
+        assert sum(u.get(b, 0) for u in ts.used) > 0, b
+
+
+def test_incorrect_traces_are_wrong_by_the_verifiable_rewards(tasks, backend):
+    ts = run(tasks, "incorrect", backend)
+    assert len(ts.trajectories) + ts.dropped_not_wrong == len(tasks)
+    assert len(ts.trajectories) >= len(tasks) - 1
+    assert sum(sum(u.values()) for u in ts.used) > 0   # behaviour-rich all the same
+    by_id = {t.id: t for t in tasks}
+
+    async def score() -> list[tuple[float, float]]:
+        async with SandboxPool(SandboxConfig(backend=backend), size=2, max_concurrency=2) as pool:
+            world, comm = WorldStateReward(pool), CommunicationReward()
+            return [((await world.score(by_id[t.task_id], t)).score, (await comm.score(by_id[t.task_id], t)).score)
+                    for t in ts.trajectories]
+
+    scores = anyio.run(score)
+    assert all(w is not None and c is not None for w, c in scores)
+    assert all(min(w, c) < 1.0 for w, c in scores), scores
+    assert any(w == 0.0 for w, _ in scores)   # some are wrong in the world, not only in what they say
+
+
+def test_traces_export_to_trl_with_reasoning_before_tool_calls(tasks, backend):
+    trajs = generate_traces(tasks[:4], "all", backend=backend)
+    ds = to_dataset(trajs)
+    assert len(ds) == 4
+    rows = [m for msgs in ds["messages"] for m in msgs if m["role"] == "assistant" and m.get("tool_calls")]
+    assert any(m["content"] for m in rows)
+
+
+def test_cli_writes_traces_dataset_and_summary(tasks, backend, tmp_path):
+    from tooldojo.cli import app
+
+    export_tasks(tasks[:3], tmp_path / "tasks")
+    res = CliRunner().invoke(app, ["synth", "behaviours", "--tasks", str(tmp_path / "tasks"), "--condition",
+                                   "incorrect", "--out", str(tmp_path / "out"), "--backend", backend])
+    assert res.exit_code == 0, res.output
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["condition"] == "incorrect" and summary["tasks"] == 3
+    assert summary["trajectories"] + summary["dropped_not_wrong"] == 3
+    assert (tmp_path / "out" / "trajectories.jsonl").is_file() and (tmp_path / "out" / "sft").is_dir()
+    bad = CliRunner().invoke(app, ["synth", "behaviours", "--tasks", str(tmp_path / "tasks"), "--condition",
+                                   "some", "--out", str(tmp_path / "x")])
+    assert bad.exit_code == 1 and "unknown condition" in bad.output and "Traceback" not in bad.output
+
+
+# ----------------------------------------------------------------------- LLM mode
+class GoldAgentServer(ChatServer):
+    """An endpoint that acts like an agent: the task's gold calls (with a sentence before each), then the
+    expected outputs."""
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+        super().__init__()
+
+    def handle(self, body: dict[str, Any]) -> tuple[Any, ...]:
+        done = sum(1 for m in body["messages"] if m.get("role") == "tool")
+        if done < len(self.task.gold_actions):
+            a = self.task.gold_actions[done]
+            call = {"id": f"c{done}", "type": "function",
+                    "function": {"name": a.name, "arguments": json.dumps(a.arguments)}}
+            return 200, completion(f"Step {done + 1}: {a.name}.", tool_calls=[call], model=body.get("model"))
+        return 200, completion("Done: " + ", ".join(self.task.expected_outputs), model=body.get("model"))
+
+
+def client(url: str, model: str = "agent") -> LLMClient:
+    return LLMClient(LLMConfig(base_url=url, model=model, api_key_env="TOOLDOJO_TEST_NO_KEY", max_retries=0,
+                               temperature=0.0, max_tokens=64))
+
+
+def test_llm_mode_prescribes_behaviours_but_saves_the_normal_system_prompt(tasks, backend):
+    task = next(t for t in tasks if not t.needs_user_info)
+    with GoldAgentServer(task) as server:
+        for condition in ("all", "none", "empty", "length_matched"):
+            server.requests.clear()
+
+            async def go(condition=condition):
+                async with client(server.base_url) as llm:
+                    return await agenerate_traces([task], condition, mode="llm", llm=llm, backend=backend)
+
+            (traj,) = anyio.run(go).trajectories
+            assert traj.reached_expected_state, (condition, traj.termination, traj.error)
+            normal = brief_system_prompt(task, load_domain(task.domain))
+            assert traj.messages[0] == {"role": "system", "content": normal}
+            wanted = PRESCRIPTIONS["negative_control" if condition == "none" else "all_strategies"]
+            seen = [r["messages"][0]["content"] for r in server.requests]
+            assert seen and all(s == f"{normal}\n\n{wanted}" for s in seen), condition
+            texts = reasoning_texts(traj)
+            if condition == "empty":
+                assert all(x is None for x in texts)
+            elif condition == "length_matched":
+                expected = sum(len(f"Step {i + 1}: {a.name}.") for i, a in enumerate(task.gold_actions))
+                assert "".join(x or "" for x in texts) == FILLER * expected
+            else:
+                assert texts[0] == f"Step 1: {task.gold_actions[0].name}."
+
+
+def test_llm_mode_against_the_session_vllm_server(tasks, backend, vllm_server):
+    """The tiny random model: only the plumbing can be asserted."""
+    async def go():
+        async with client(vllm_server.base_url, vllm_server.model) as llm:
+            return await agenerate_traces(tasks[:2], "all", mode="llm", llm=llm, backend=backend)
+
+    trajs = anyio.run(go).trajectories
+    assert len(trajs) == 2
+    for t, task in zip(trajs, tasks, strict=True):
+        assert t.messages[0]["content"] == brief_system_prompt(task, load_domain(task.domain))
+        assert t.termination not in ("setup_error", "sandbox_dead"), t.error
+        assert t.stats.agent_turns >= 1
