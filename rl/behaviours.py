@@ -54,6 +54,7 @@ _STEP = re.compile(r"^\s*(step \d+\b|next( step)?\s*[:,])", re.I)
 _CHECK = re.compile(r"\b(check(ed)?\s*:|checked|verif(y|ied|ies|ying|ication)|double[- ]check|confirm(s|ed)? (that|it)"
                     r"|make sure|matches|as asked|as expected|as requested|looks (right|correct|good)|is correct"
                     r"|let me check)\b", re.I)
+_RECHECK = re.compile(r"\b(again|once more|re-?check|re-?read|see (if|whether)|went through)\b", re.I)
 _CORRECT = re.compile(r"\b(wrong|mistake|mistyped|typo|my bad|oops|let me (try|retry)|try again|retry|back to|go back"
                       r"|that('s| is) not|not the right|incorrect|instead|fix (it|that|the call))\b", re.I)
 _BACKWARD = re.compile(r"\bto\b[^.;]{2,80}?\b(i|we) (first )?(need|must|have to|require)\b|\bwhich (needs|requires)\b"
@@ -63,6 +64,11 @@ _BACKWARD = re.compile(r"\bto\b[^.;]{2,80}?\b(i|we) (first )?(need|must|have to|
 
 def _sentences(text: str) -> list[str]:
     return [s for s in _SENT.split(text or "") if s.strip() and not s.strip().endswith("?")]
+
+
+def _says(pattern: re.Pattern[str], text: str) -> bool:
+    """A statement (not a question) of the text matches."""
+    return any(pattern.search(x) for x in _sentences(text))
 
 
 def _is_read(name: str) -> bool:
@@ -160,7 +166,8 @@ class HeuristicCounter:
                 if not c["error"] and written and _is_read(c["name"]) and _values(c["args"]) & written:
                     # words saying so: a check phrase with the read, or a check / the entity right after it
                     near = [j for j in (i, i + 1) if j < len(steps) and j not in used_v and (
-                        _CHECK.search(texts[j]) or (j > i and any(v in texts[j] for v in written)))]
+                        _says(_CHECK, texts[j]) or (j == i and _says(_RECHECK, texts[j]))
+                        or (j > i and any(v in texts[j] for v in written)))]
                     if near:
                         out["verification"] += 1
                         used_v.update(near)
