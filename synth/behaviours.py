@@ -200,9 +200,7 @@ class BehaviourAgent:
         self.backward = bool(on.get("backward_chaining"))
         self.markers = {i for i in range(1, len(self.actions)) if self.plan and rng.random() < STEP_MARKER_P}
         self.plan_first = rng.random() < 0.5
-        self.pending = ""            # text the next message starts with (a check or a recovery)
-        self.after: str | None = None  # what the last call was: "bogus" / "verify" / "write"
-        self.last: tuple[str, Any] | None = None
+        self.last: tuple[str, Any] | None = None   # the last call, when the next message reacts to it
         self.started = False
         calls = [m for m in self.moves if m[0] == "gold"]
         self.filler = self._split(filler_chars, len(calls)) if condition == "length_matched" else []
@@ -245,7 +243,8 @@ class BehaviourAgent:
 
     def _mutate(self, a: Action) -> Action:
         """The write with one argument changed to a different (schema-valid where possible) value."""
-        props = (self._tool_spec(a.name).parameters.get("properties") or {}) if self._tool_spec(a.name) else {}
+        spec = self.tools.get(a.name)
+        props = (spec.parameters.get("properties") or {}) if spec is not None else {}
         args = dict(a.arguments)
         for k, v in args.items():  # an enum: another of its values
             enum = [e for e in (props.get(k) or {}).get("enum") or [] if e != v]
@@ -265,9 +264,6 @@ class BehaviourAgent:
                 args[k] = mistype(v)
                 return Action(name=a.name, arguments=args)
         return a
-
-    def _tool_spec(self, name: str) -> ToolSpec | None:
-        return self.tools.get(name)
 
     def _goal(self) -> Action:
         writes = [a for a in self.actions if self._effect(a.name) == "write"]

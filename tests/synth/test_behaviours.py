@@ -20,6 +20,7 @@ from synth.behaviours import (
     BehaviourAgent,
     agenerate_traces,
     generate_traces,
+    id_like,
     mistype,
     wrong_value,
 )
@@ -97,11 +98,18 @@ def test_all_traces_show_every_behaviour_with_varying_mixes(tasks, backend):
     # short, templated text: no sentence is long
     assert max(len(s) for x in texts for s in x.split(". ")) < 200
     # backtracking calls are reads that fail or show another record: they leave the state alone
+    by_id = {t.id: t for t in tasks}
     for t in ts.trajectories:
+        typos = {mistype(v) for a in by_id[t.task_id].gold_actions for v in a.arguments.values() if id_like(v)}
+        before = t.initial_state_hash
         for rec in t.tool_calls:
-            if isinstance(rec.arguments, dict) and any(isinstance(v, str) and v.endswith("99")
-                                                       for v in rec.arguments.values()):
+            if isinstance(rec.arguments, dict) and typos & {v for v in rec.arguments.values() if isinstance(v, str)}:
                 assert load_domain(t.domain).tool(rec.name).effect == "read"
+                assert rec.state_hash == before  # the mistyped read left the state alone
+            before = rec.state_hash
+    assert sum(1 for t in ts.trajectories for r in t.tool_calls
+               if isinstance(r.arguments, dict) and any(isinstance(v, str) and v.endswith("99")
+                                                        for v in r.arguments.values())) > 0
     # deterministic in the seed, different across seeds
     again = run(tasks, "all", backend)
     assert [t.messages for t in again.trajectories] == [t.messages for t in ts.trajectories]
