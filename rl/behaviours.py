@@ -51,13 +51,13 @@ _SENT = re.compile(r"(?<=[.!?;])\s+|\n+")
 _PLAN = re.compile(r"\bplan\b\s*[:\-]|\b(my|the|a) plan\b|\bsteps?\s*:|\bsubgoals?\b|(?:^|\s)1[.)]\s.+\s2[.)]\s"
                    r"|\bfirst\b[^.;]*\b(then|next|after that|finally)\b", re.I | re.S)
 _STEP = re.compile(r"^\s*(step \d+\b|next( step)?\s*[:,])", re.I)
-_CHECK = re.compile(r"\b(check(ed)?\s*:|checked|verif(y|ied|ies|ying|ication)|double[- ]check|confirm(s|ed)? (that|it)"
+_CHECK = re.compile(r"\b(check(ed)?\s*:|(i|we) (have )?checked|checked (that|it)|verif(y|ied|ies|ying|ication)|double[- ]check|confirm(s|ed)? (that|it)"
                     r"|make sure|matches|as asked|as expected|as requested|looks (right|correct|good)|is correct"
                     r"|let me check)\b", re.I)
 _RECHECK = re.compile(r"\b(again|once more|re-?check|re-?read|see (if|whether)|went through)\b", re.I)
 _CORRECT = re.compile(r"\b(wrong|mistake|mistyped|typo|my bad|oops|let me (try|retry)|try again|retry|back to|go back"
                       r"|that('s| is) not|not the right|incorrect|instead|fix (it|that|the call))\b", re.I)
-_BACKWARD = re.compile(r"\bto\b[^.;]{2,80}?\b(i|we) (first )?(need|must|have to|require)\b|\bwhich (needs|requires)\b"
+_BACKWARD = re.compile(r"\bto\b(?:[^.;]|\.(?=\S)){2,80}?\b(i|we) (first )?(need|must|have to|require)\b|\bwhich (needs|requires)\b"
                        r"|\bwork(ing)? backwards?\b|\bbefore (i|we) can\b|\bin order to\b"
                        r"|\b(requires|needs) [^.;]{1,60}\bfirst\b|\bstart(ing)? from the goal\b", re.I)
 
@@ -185,13 +185,16 @@ class HeuristicCounter:
                 if changed or _CORRECT.search(texts[i + 1]):
                     out["backtracking"] += 1
                     used_b.add(i + 1)
+        checking = False  # the last message announced a check and made only reads: this one completes it
         for i, text in enumerate(texts):
             sents = _sentences(text)
             if _PLAN.search(text):
                 out["subgoal"] += 1
             out["subgoal"] += sum(1 for x in sents if _STEP.search(x))
-            if i not in used_v and any(_CHECK.search(x) for x in sents):
+            said = i not in used_v and any(_CHECK.search(x) for x in sents)
+            if said and not checking:
                 out["verification"] += 1
+            checking = said and not checking and bool(steps[i].calls) and all(_is_read(c["name"]) for c in steps[i].calls)
             if i not in used_b and any(_CORRECT.search(x) for x in sents):
                 out["backtracking"] += 1
             out["backward_chaining"] += sum(1 for x in sents if _BACKWARD.search(x))

@@ -19,7 +19,7 @@ from rl.behaviours import (
     find_groups,
     parse_count,
 )
-from synth.behaviours import BEHAVIOURS, generate_traces
+from synth.behaviours import BEHAVIOURS, agenerate_traces, generate_traces
 from synth.llm import LLMClient, LLMConfig
 from synth.tasks import synthesize_tasks
 from tests.conftest import any_backend
@@ -32,8 +32,10 @@ def traces() -> dict[str, list]:
     tasks = synthesize_tasks(12, seed=5, domains=["retail_orders", "library_loans", "issue_tracker"],
                              backend=backend, sandboxes=3).tasks
     assert len(tasks) == 12
-    return {c: generate_traces(tasks, c, backend=backend, concurrency=3)
-            for c in ("all", "none", "empty", "length_matched", "incorrect")}
+    out = {c: generate_traces(tasks, c, backend=backend, concurrency=3)
+           for c in ("none", "empty", "length_matched", "incorrect")}
+    rich = anyio.run(lambda: agenerate_traces(tasks, "all", backend=backend, concurrency=3))
+    return {**out, "all": rich.trajectories, "all_used": rich.used}
 
 
 def means(trajs) -> dict[str, float]:
@@ -50,6 +52,9 @@ def test_heuristic_counts_on_priming_conditions(traces):
         assert all(v <= 0.1 for v in m.values()), (control, m)
     wrong = means(traces["incorrect"])
     assert all(v > 0 for v in wrong.values()), wrong
+    # on the traces synth.behaviours wrote, the offline count is the writer's own count, trace by trace
+    for t, used in zip(traces["all"], traces["all_used"], strict=True):
+        assert HeuristicCounter().counts(t.messages) == {b: used.get(b, 0) for b in BEHAVIOURS}, t.task_id
 
 
 def call(i: int, name: str, **args: Any) -> dict[str, Any]:
