@@ -183,6 +183,12 @@ class RolloutConfig(_Section):
     sandbox_backend: Literal["auto", "docker", "local", "kubernetes"] = "auto"
     sandboxes: int | None = Field(None, gt=0, description="warm sandboxes in the pool; None: one per rollout")
     tool_timeout_s: float = Field(10.0, gt=0.0)
+    vllm_max_num_batched_tokens: int = Field(
+        16384, gt=0, description="the colocated engine's tokens per step (TRL uses 4096): whole batches of "
+                                 "prompts prefill in one step")
+    system_prompt: Literal["policy", "brief"] = Field(
+        "policy", description="the agent's system prompt: the domain policy, or one sentence (tiny models)")
+    save_episodes: bool = Field(True, description="write every step's episodes to <run>/episodes/step-N.jsonl")
     vllm_max_model_length: int | None = Field(None, gt=0, description="vLLM's context; None: the model's")
     vllm_dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="the colocated engine's dtype; auto: the trainer's (float32 on CPU, bf16 on GPU), "

@@ -37,11 +37,12 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
 
-from synth.episode import BudgetExhausted, EpisodeLimits, Trajectory, run_episode
+from synth.episode import SYSTEM_PROMPTS, BudgetExhausted, EpisodeLimits, Trajectory, run_episode
 from synth.tasks import Task
 
 log = logging.getLogger("tooldojo.rl")
@@ -58,9 +59,17 @@ __all__ = [
     "TokenAgent",
     "VLLMGenerator",
     "parse_assistant",
+    "solved",
 ]
 
 TASK_KEY = "task_id"  # the key on a prompt message that names its task
+
+
+def solved(components: dict[str, float | None]) -> bool:
+    """Whether an episode solved its task: the final world state is the gold one and every
+    expected output was reported (components that were not scored do not count against it)."""
+    return all(components.get(k) in (None, 1.0) for k in ("world_state", "communication")) and \
+        any(components.get(k) is not None for k in ("world_state", "communication"))
 
 
 class RolloutError(RuntimeError):
@@ -114,8 +123,43 @@ class VLLMGenerator:
         self.sampling = sampling
         self.extra = dict(extra or {})
         self.context_limit = int(llm.llm_engine.model_config.max_model_len)
+        sched = getattr(getattr(llm.llm_engine, "vllm_config", None), "scheduler_config", None)
+        self.prefill_budget = int(getattr(sched, "max_num_batched_tokens", 0) or 0) or None
+        self.max_seqs = int(getattr(sched, "max_num_seqs", 0) or 0) or None
+
+    def waves(self, requests: Sequence[GenRequest]) -> list[list[int]]:
+        """Request indices in groups whose prompts prefill together in one engine step.
+
+        A prompt that does not fit the step's token budget is prefilled in chunks, and vLLM then
+        rewinds the seeded request's RNG (``Generator.set_offset``), which CPU generators do not
+        support ("CPU Generator does not use offset"). Seeded requests therefore go in waves that
+        the engine schedules whole in its first step: at most ``max_num_seqs`` of them, their prompts
+        within the token budget. Unseeded ones need no waves."""
+        if self.prefill_budget is None or all(r.seed is None for r in requests):
+            return [list(range(len(requests)))]
+        budget, seqs = self.prefill_budget, self.max_seqs or len(requests)
+        waves: list[list[int]] = [[]]
+        used = 0
+        for i, r in enumerate(requests):
+            n = len(r.prompt_ids)
+            if n > budget:
+                raise RolloutError(f"a {n}-token prompt exceeds the engine's prefill budget ({budget} tokens, "
+                                   "max_num_batched_tokens); raise rollout.vllm_max_num_batched_tokens")
+            if waves[-1] and (used + n > budget or len(waves[-1]) >= seqs):
+                waves.append([])
+                used = 0
+            waves[-1].append(i)
+            used += n
+        return waves
 
     def generate(self, requests: Sequence[GenRequest]) -> list[GenResult]:
+        results: list[GenResult | None] = [None] * len(requests)
+        for wave in self.waves(requests):
+            for i, res in zip(wave, self._generate([requests[i] for i in wave]), strict=True):
+                results[i] = res
+        return [r for r in results if r is not None]
+
+    def _generate(self, requests: Sequence[GenRequest]) -> list[GenResult]:
         from vllm import SamplingParams
 
         s = self.sampling
@@ -429,6 +473,8 @@ class MultiTurnRollout:
         max_wait_s: float = 1.0,
         tool_timeout: float = 10.0,
         seed: int | None = 0,
+        system_prompt: str = "policy",
+        episodes_dir: str | Path | None = None,
     ):
         from sandboxes import SandboxConfig
         from synth.usersim import ScriptedUser
@@ -449,6 +495,10 @@ class MultiTurnRollout:
         self.max_wait_s = max_wait_s
         self.tool_timeout = tool_timeout
         self.seed = seed
+        if system_prompt not in SYSTEM_PROMPTS:
+            raise ValueError(f"system_prompt must be one of {sorted(SYSTEM_PROMPTS)}, not {system_prompt!r}")
+        self.system_prompt = SYSTEM_PROMPTS[system_prompt]
+        self.episodes_dir = Path(episodes_dir) if episodes_dir is not None else None
         self._portal_cm = None
         self.portal = None
         self.pool = None
@@ -571,11 +621,25 @@ class MultiTurnRollout:
             raise RolloutError(f"generation failed: {batcher.error!r}") from batcher.error
         wall = time.perf_counter() - t0
         self.last = episodes
+        if self.episodes_dir is not None:
+            self.save_episodes(episodes, self.episodes_dir / f"step-{step:06d}.jsonl")
         sampled = sum(sum(e.env_mask) for e in episodes)
         self.stats = {"rollout_s": wall, "generate_s": batcher.generate_s, "sampled_tokens": float(sampled),
                       "batches": float(len(batcher.batches)),
                       "mean_batch": sum(batcher.batches) / max(1, len(batcher.batches))}
         return self.to_trl(episodes)
+
+    @staticmethod
+    def save_episodes(episodes: Sequence[EpisodeRollout], path: Path) -> None:
+        """One line per episode: its trajectory, reward and components (what `dojo rl behaviours`
+        and people read back)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w") as f:
+            for e in episodes:
+                row = json.loads(e.trajectory.model_dump_json())
+                row["reward"], row["components"], row["solved"] = e.reward, e.components, solved(e.components)
+                row["sampled_tokens"] = sum(e.env_mask)
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
     def to_trl(self, episodes: Sequence[EpisodeRollout]) -> dict[str, list[Any]]:
         return {
@@ -587,6 +651,7 @@ class MultiTurnRollout:
             "reward_components": [e.components for e in episodes],
             "termination": [e.trajectory.termination for e in episodes],
             "tool_calls": [e.trajectory.stats.tool_calls for e in episodes],
+            "sampled_tokens": [sum(e.env_mask) for e in episodes],
         }
 
     def episode_seed(self, step: int, index: int) -> int | None:
@@ -614,7 +679,7 @@ class MultiTurnRollout:
         agent = TokenAgent(self.tokenizer, batcher, budget=self.max_completion_length,
                            context_limit=batcher.generator.context_limit, seed=seed)
         traj = await run_episode(task, agent, self.user_factory(task), self.pool, limits=self.limits,
-                                 tool_timeout=self.tool_timeout)
+                                 tool_timeout=self.tool_timeout, system_prompt=self.system_prompt)
         if batcher.error is not None:  # the episode ended because generation failed: no reward to give
             raise RolloutError(f"generation failed: {batcher.error!r}")
         prompt_ids, completion = agent.prompt_ids, agent.completion_ids
@@ -644,10 +709,12 @@ class MultiTurnRollout:
     # --- the reward TRL sees
     def reward_func(self, prompts: list[Any], completions: list[Any], episode_reward: list[float | None] | None = None,
                     reward_components: list[dict[str, Any]] | None = None, termination: list[str] | None = None,
-                    tool_calls: list[int] | None = None, log_metric: Callable[[str, float], None] | None = None,
+                    tool_calls: list[int] | None = None, sampled_tokens: list[int] | None = None,
+                    log_metric: Callable[[str, float], None] | None = None,
                     **_: Any) -> list[float | None]:
-        """The composite reward each episode earned (None: abstain, e.g. the sandbox died), plus
-        per-component means, episode terminations and tool calls as metrics."""
+        """The composite reward each episode earned (None: abstain, e.g. the sandbox died), plus as
+        metrics: per-component means, episode terminations, tool calls, the solved fraction, and the
+        mean sampled length of solved and unsolved episodes (Dr. GRPO's length-bias signal)."""
         if episode_reward is None:
             raise RolloutError("no episode_reward field: use MultiTurnRollout as the trainer's rollout_func")
         if log_metric is not None:
@@ -661,6 +728,13 @@ class MultiTurnRollout:
                     log_metric(f"episode/end_{reason}", termination.count(reason) / len(termination))
             if tool_calls:
                 log_metric("episode/tool_calls", sum(tool_calls) / len(tool_calls))
+            if reward_components:
+                ok = [solved(c) for c in reward_components]
+                log_metric("episode/solved", sum(ok) / len(ok))
+                for name, want in (("len_solved", True), ("len_unsolved", False)):
+                    lens = [n for n, o in zip(sampled_tokens or [], ok, strict=False) if o is want]
+                    if lens:
+                        log_metric(f"episode/{name}", sum(lens) / len(lens))
         return list(episode_reward)
 
     reward_func.__name__ = "episode"  # type: ignore[attr-defined]

@@ -102,7 +102,10 @@ def build_trainer(cfg: TrainConfig, run_dir: Path, rollout: Any, tokenizer: Any,
 
         patch_trl_colocate_sync()
         ro_dtype = cfg.rollout.vllm_dtype
-        set_colocate_engine_kwargs(dtype=dtype if ro_dtype == "auto" else ro_dtype)
+        # TRL caps a step's prefill at 4096 tokens; a batch of long multi-turn prompts would then be
+        # prefilled in chunks, which seeded sampling cannot survive on CPU (see VLLMGenerator.waves).
+        set_colocate_engine_kwargs(dtype=dtype if ro_dtype == "auto" else ro_dtype,
+                                   max_num_batched_tokens=cfg.rollout.vllm_max_num_batched_tokens)
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")  # GiB; the CPU engine's default is larger
         os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental in TRL 1.16; we own it
@@ -138,7 +141,8 @@ def train(cfg: TrainConfig, *, run_dir: Path | None = None, resume_from: str | N
         limits=EpisodeLimits(max_turns=ro.max_turns, max_tool_calls=ro.max_tool_calls, max_tokens=10**9),
         max_completion_length=g.max_completion_length, user_factory=_user_factory(cfg),
         sandbox_config=SandboxConfig(backend=ro.sandbox_backend), pool_size=ro.sandboxes or generation_batch,
-        tool_timeout=ro.tool_timeout_s, seed=cfg.run.seed)
+        tool_timeout=ro.tool_timeout_s, seed=cfg.run.seed, system_prompt=ro.system_prompt,
+        episodes_dir=run_dir / "episodes" if ro.save_episodes else None)
     with rollout:
         trainer = build_trainer(cfg, run_dir, rollout, tokenizer, model_path, callbacks, **grpo_extra)
         from rl.run import attach_callbacks

@@ -907,8 +907,18 @@ class TaskSynthesizer:
 
     def __init__(self, pool: Any, *, seed: int = 0, domains: Sequence[str] | None = None,
                  domain_seeds: int = DOMAIN_SEEDS, llm: JsonLLM | None = None,
-                 progress: Callable[[str, int, int], None] | None = None):
+                 progress: Callable[[str, int, int], None] | None = None,
+                 lengths: dict[int, float] | None = None, user_info_rate: float = 0.35):
         from toolzoo.domains import load_domain
+
+        lengths = dict(LENGTH_WEIGHTS if lengths is None else lengths)
+        if not lengths or any(k < 1 for k in lengths) or any(w < 0 for w in lengths.values()) \
+                or not sum(lengths.values()):
+            raise ValueError(f"lengths must weigh plan lengths >= 1 with non-negative weights, got {lengths}")
+        if not 0.0 <= user_info_rate <= 1.0:
+            raise ValueError(f"user_info_rate must be in [0, 1], got {user_info_rate}")
+        self.lengths = lengths
+        self.user_info_rate = user_info_rate
 
         names = check_domains(domains)
         self.pool = pool
@@ -951,7 +961,7 @@ class TaskSynthesizer:
             tools = [t.name for t in ctx.domain.tools]
             k = rng.randint(min(len(tools), 4), len(tools))
             subset = sorted(rng.sample(tools, k), key=tools.index)
-            length = _weighted(rng, list(LENGTH_WEIGHTS.items()))
+            length = _weighted(rng, list(self.lengths.items()))
             plan = plan_tools(ctx, subset, rng, length)
             if not plan:
                 reason = "no plan in the tool subset"
@@ -979,7 +989,7 @@ class TaskSynthesizer:
                 self._gen_fail[reason] += 1
                 continue
             can_hold = any(isinstance(v, str) and len(v) >= 2 for st in steps for v in st.root.values())
-            needs = can_hold and rng.random() < 0.35
+            needs = can_hold and rng.random() < self.user_info_rate
             state = rng.getstate()
             draft = write_task(steps, outputs, rng, needs)
             if needs and (not draft.withheld or any(w in draft.instruction for w in draft.withheld)):
@@ -1142,8 +1152,12 @@ async def validate_tasks(tasks: Sequence[Task], pool: Any) -> tuple[list[Task], 
 # ===================================================================== API
 def synthesize_tasks(n: int, *, seed: int = 0, domains: Sequence[str] | None = None, backend: str = "auto",
                      sandboxes: int = 4, domain_seeds: int = DOMAIN_SEEDS, llm: JsonLLM | None = None,
-                     progress: Callable[[str, int, int], None] | None = None) -> TaskSynthesis:
-    """Make n replay-validated tasks (fewer only if generation keeps failing; see result.dropped)."""
+                     progress: Callable[[str, int, int], None] | None = None,
+                     lengths: dict[int, float] | None = None, user_info_rate: float = 0.35) -> TaskSynthesis:
+    """Make n replay-validated tasks (fewer only if generation keeps failing; see result.dropped).
+
+    ``lengths`` weighs how many gold actions a task plans (default ``LENGTH_WEIGHTS``; pruning can
+    make it shorter); ``user_info_rate`` is the share of tasks that hold details back for the user."""
     from sandboxes import SandboxConfig, SandboxPool
 
     if n < 1:
@@ -1155,7 +1169,7 @@ def synthesize_tasks(n: int, *, seed: int = 0, domains: Sequence[str] | None = N
     async def go() -> TaskSynthesis:
         async with SandboxPool(SandboxConfig(backend=backend), size=sandboxes) as pool:  # type: ignore[arg-type]
             synth = TaskSynthesizer(pool, seed=seed, domains=domains, domain_seeds=domain_seeds, llm=llm,
-                                    progress=progress)
+                                    progress=progress, lengths=lengths, user_info_rate=user_info_rate)
             return await synth.run(n)
 
     return anyio.run(go)

@@ -54,7 +54,8 @@ def llm(tiny_dir):
 
     t0 = time.perf_counter()
     engine = LLM(model=str(tiny_dir), dtype="float32", max_model_len=512, enforce_eager=True,
-                 max_num_seqs=8, seed=0, enable_prefix_caching=True)
+                 max_num_seqs=8, seed=0, enable_prefix_caching=True,
+                 max_num_batched_tokens=1024)  # small: test_seeded_batches_larger_than_a_prefill_step
     TIMINGS["engine_start_s"] = time.perf_counter() - t0
     print(f"\n[vllm_sync] engine start {TIMINGS['engine_start_s']:.1f} s")
     try:
@@ -233,3 +234,34 @@ def test_trl_unpatched_colocate_sync_fails_on_cpu(llm, hf):
     name, param = next((n, p) for n, p in hf.named_parameters() if n.endswith("q_proj.weight"))
     with pytest.raises(AttributeError, match="weight_loader"):
         runner.model.load_weights([(name, param.data)])  # exactly TRL 1.16's colocate call
+
+
+def _seeded_requests(llm, n_requests: int, prompt_len: int):
+    from rl.rollout import GenRequest
+
+    vocab = llm.llm_engine.model_config.get_vocab_size()
+    return [GenRequest([(7 * i + 13 * j) % (vocab - 300) + 260 for j in range(prompt_len)], 8, seed=100 + i)
+            for i in range(n_requests)]
+
+
+def test_seeded_batches_larger_than_a_prefill_step(llm):
+    """More seeded prompt tokens than one engine step prefills: vLLM's CPU backend crashes on the
+    chunked prefill (it rewinds each seeded request's RNG with Generator.set_offset, which CPU
+    generators lack); VLLMGenerator sends waves that prefill whole and samples what each request
+    samples alone. (Sent as one batch, the engine raises and is left unusable, so that is not
+    re-enacted on the module's shared engine.)"""
+    from rl.rollout import Sampling, VLLMGenerator
+
+    gen = VLLMGenerator(llm, Sampling(temperature=1.0))
+    budget, seqs = gen.prefill_budget, gen.max_seqs
+    assert budget and seqs
+    assert budget == 1024
+    reqs = _seeded_requests(llm, 3, 400)  # 1200 tokens: the third prompt is prefilled in chunks
+    waves = gen.waves(reqs)
+    assert waves == [[0, 1], [2]]
+    batched = gen.generate(reqs)
+    alone = [gen.generate([r])[0] for r in reqs]
+    assert [b.ids for b in batched] == [a.ids for a in alone] and all(len(b.ids) == 8 for b in batched)
+    many = _seeded_requests(llm, seqs + 3, 10)
+    assert [len(w) for w in gen.waves(many)] == [seqs, 3]
+    assert gen.waves([type(r)(r.prompt_ids, r.max_tokens, None) for r in reqs]) == [[0, 1, 2]]
