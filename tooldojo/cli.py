@@ -9,7 +9,7 @@ from k8s.cli import app as jobs_app
 from k8s.cli import submit_cmd
 from rewards.cli import app as rewards_app
 from rewards.cli import filter_cmd
-from rl.cli import rl_app, train_cmd
+from rl.cli import demo_cmd, rl_app, train_cmd
 from sandboxes.cli import app as sandbox_app
 from synth.cli import app as synth_app
 from toolzoo.cli import app as zoo_app
@@ -27,6 +27,7 @@ app.add_typer(rewards_app, name="rewards")
 # `dojo synth filter` lives in rewards (synth must not import rewards); only the root sees both.
 synth_app.command("filter")(filter_cmd)
 app.command("train")(train_cmd)
+app.command("demo")(demo_cmd)
 app.add_typer(rl_app, name="rl")
 app.add_typer(eval_app, name="eval")
 app.command("submit")(submit_cmd)

@@ -1,0 +1,91 @@
+"""`dojo demo`, shortened: every stage runs for real (synthesis, behaviour traces in sandboxes, SFT,
+Dr. GRPO with vLLM-CPU rollouts, held-out evaluation of three checkpoints, the report), on fewer tasks
+and steps than the README's run. The full run's numbers are reported in the README, not asserted here."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rl.config import ConfigError
+from rl.demo import load_demo_config, pick_tools, train_config
+
+DOJO = [sys.executable, "-c", "from tooldojo.cli import main; main()"]
+
+
+def test_config_errors_name_the_field(tmp_path):
+    with pytest.raises(ConfigError, match="train.grpo.max_steps"):
+        load_demo_config(None, ["train.grpo.max_steps=0"])
+    with pytest.raises(ConfigError, match="unknown condition"):
+        load_demo_config(None, ["condition=bogus"])
+    with pytest.raises(ConfigError, match="held_out"):
+        load_demo_config(None, ["tasks=10", "held_out=10"])
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("tasks: [1, 2\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_demo_config(bad)
+    r = subprocess.run([*DOJO, "demo", "sft.epochs=-1"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "sft.epochs" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_the_grpo_stage_trains_the_primed_checkpoint_on_the_train_tasks(tmp_path):
+    cfg = load_demo_config(None, [f"out_dir={tmp_path}", "train.grpo.max_steps=7", "seed=3"])
+    t = train_config(cfg, tmp_path, tmp_path / "sft")
+    assert t.model.name_or_path == str(tmp_path / "sft") and t.data.tasks == str(tmp_path / "tasks" / "train")
+    assert t.grpo.max_steps == 7 and t.run.seed == 3 and t.is_dr_grpo
+    assert t.reward.gate == ["world_state"]  # doing nothing must not pay
+
+
+def test_pick_tools_keeps_the_gold_tool_and_some_distractors():
+    import random
+
+    from synth.tasks import Action, Rubric, Task, UserScenario
+
+    task = Task(id="t", domain="retail_orders", seed=0, instruction="x", persona="p",
+                user_scenario=UserScenario(persona="p", reason_for_call="r", task_instructions="i"),
+                gold_actions=[Action(name="cancel_order", arguments={})], rubric=Rubric(),
+                tools=["get_order", "cancel_order", "update_address", "return_items"], difficulty="easy")
+    picked = pick_tools(task, 1, random.Random(0))
+    assert picked.tools[0] == "cancel_order" and len(picked.tools) == 2 and picked.tools[1] in task.tools
+    assert pick_tools(task, 0, random.Random(0)).tools == ["cancel_order"]
+    assert len(pick_tools(task, 10, random.Random(0)).tools) == 4
+
+
+@pytest.mark.timeout(1500)
+def test_a_short_demo_runs_every_stage_and_reports(tmp_path):
+    out = tmp_path / "demo"
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+    r = subprocess.run(
+        [*DOJO, "demo", f"out_dir={out}", "tasks=60", "held_out=8", "sft.epochs=1", "eval_samples=1",
+         "train.grpo.max_steps=2", "train.grpo.per_device_train_batch_size=16"],
+        capture_output=True, text=True, timeout=1400, env=env)
+    assert r.returncode == 0, r.stderr[-4000:]
+    last = json.loads(r.stdout.strip().splitlines()[-1])
+    for key in ("base_success", "sft_success", "grpo_success", "held_out_tasks", "minutes", "sandbox_backend",
+                "rollout_engine"):
+        assert key in last, key
+    assert last["held_out_tasks"] == 8 and last["train_tasks"] == 52 and last["grpo_steps"] == 2
+    assert last["rollout_engine"] == "vllm" and last["sandbox_backend"] in ("docker", "local")
+    for k in ("base_success", "sft_success", "grpo_success"):
+        assert 0.0 <= last[k] <= 1.0
+    # every stage left its artefacts
+    assert (out / "prime" / "trajectories.jsonl").is_file() and (out / "sft" / "config.json").is_file()
+    assert (out / "grpo" / "final" / "config.json").is_file() and (out / "grpo" / "reward_curve.png").is_file()
+    assert sorted(p.name for p in (out / "grpo" / "episodes").iterdir()) == ["step-000000.jsonl", "step-000001.jsonl"]
+    for name in ("base", "sft", "grpo"):
+        summary = json.loads((out / "eval" / name / "summary.json").read_text())
+        assert summary["tasks"] == 8 and summary["success"] == last[f"{name}_success"]
+        lines = (out / "eval" / name / "trajectories.jsonl").read_text().splitlines()
+        assert len(lines) == 16  # one sampled and one greedy episode per task
+    page = (out / "report.html").read_text()
+    assert "data:image/png;base64," in page and "Held-out success" in page and "verification" in page
+    assert json.loads((out / "result.json").read_text()) == last
+    # the primed policy's traces carry the behaviours it was primed with
+    primed = [json.loads(x) for x in (out / "prime" / "trajectories.jsonl").read_text().splitlines()]
+    assert any("Plan" in (m.get("content") or "") for t in primed for m in t["messages"] if m["role"] == "assistant")
+    assert Path(last["report"]) == out / "report.html"
