@@ -1,0 +1,235 @@
+"""The `dojo demo` pipeline (rl/demo.py) cut into stages a study can run separately and share.
+
+bench/priming_study.py builds the base model, the tasks and the base policy's held-out evaluation
+once per seed (none depends on the priming condition) and then runs priming -> SFT -> GRPO ->
+evaluation per condition; bench/length_bias.py builds one primed checkpoint and trains it twice.
+Each stage does what the same stage of ``rl.demo.run_demo`` does, with the demo's own config
+(``rl.demo.load_demo_config``: its defaults, YAML and ``key=value`` overrides) and helpers
+(``train_config``, ``pick_tools``), so a study's numbers are the demo's numbers, stage by stage.
+The one difference: the stages are placed in folders the study picks (the tasks of a seed are
+shared by its conditions).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+import random
+from pathlib import Path
+from collections.abc import Callable
+from typing import Any
+
+# The GPU machine runs these (no vLLM there; local bubblewrap sandboxes): `--set` adds them.
+GPU_OVERRIDES = ["train.rollout.use_vllm=false", "train.rollout.sandbox_backend=local"]
+
+
+def demo_defaults() -> list[str]:
+    """The demo's own ``sft`` and ``tiny`` defaults as overrides. (An override such as ``sft.seed=1``
+    replaces the whole section, whose class defaults differ from the demo's: 8 SFT epochs at 2e-3
+    instead of the demo's 3 at 3e-3. Spelling every field out first keeps the demo's values.)"""
+    from rl.demo import DemoConfig
+
+    d = DemoConfig()
+    return [f"{sec}.{k}={json.dumps(v)}" for sec in ("sft", "tiny") for k, v in getattr(d, sec).model_dump().items()]
+
+
+def demo_config(overrides: list[str]) -> Any:
+    """The demo's config (its defaults kept) plus ``overrides``."""
+    from rl.demo import load_demo_config
+
+    return load_demo_config(None, [*demo_defaults(), *overrides])
+
+
+def backend_of(cfg: Any, out: Path) -> str:
+    from rl.demo import train_config
+    from sandboxes.backends import resolve_backend
+
+    return resolve_backend(train_config(cfg, out).rollout.sandbox_backend)[0]
+
+
+def engine_of(cfg: Any, out: Path) -> str:
+    from rl.config import vllm_available
+    from rl.demo import train_config
+
+    ro = train_config(cfg, out).rollout
+    return "vllm" if ro.use_vllm and vllm_available() else "transformers"
+
+
+def build_base(cfg: Any, out: Path) -> Path:
+    """Stage 1: the tiny random chat model, in ``out/base``."""
+    from rl.tiny import build_tiny_model
+
+    return build_tiny_model(out / "base", **cfg.tiny.model_dump(exclude={"out_dir"}))
+
+
+def make_tasks(cfg: Any, out: Path, backend: str) -> tuple[list[Any], list[Any]]:
+    """Stage 2: single-action tasks, the demo's tool picks and split, in ``out/tasks/{train,held_out}``."""
+    from rl.demo import pick_tools
+    from synth.tasks import export_tasks, synthesize_tasks
+
+    made = synthesize_tasks(cfg.tasks, seed=cfg.seed, domains=cfg.domains, backend=backend,
+                            sandboxes=4, lengths={1: 1.0}, user_info_rate=0.0)
+    rng = random.Random(cfg.seed)
+    tasks = [pick_tools(t, cfg.distractors, rng) for t in made.tasks]
+    rng.shuffle(tasks)
+    held, train_tasks = tasks[: cfg.held_out], tasks[cfg.held_out:]
+    export_tasks(held, out / "tasks" / "held_out")
+    export_tasks(train_tasks, out / "tasks" / "train")
+    return train_tasks, held
+
+
+def load_split(tasks_dir: Path) -> tuple[list[Any], list[Any]]:
+    from synth.tasks import load_tasks
+
+    return load_tasks(tasks_dir / "train"), load_tasks(tasks_dir / "held_out")
+
+
+def prime_condition(cfg: Any, base: Path, train_tasks: list[Any], out: Path, backend: str,
+                    console: Any = None) -> dict[str, Any]:
+    """Stages 3-4: the condition's priming traces (``out/prime``) and SFT on them (``out/sft``)."""
+    from rl.demo import train_config
+    from rl.sft import prime
+    from synth.behaviours import generate_traces
+    from synth.sft_data import write_trajectories
+
+    tcfg = train_config(cfg, out)
+    traces = generate_traces(train_tasks, cfg.condition, backend=backend, system_prompt=tcfg.rollout.system_prompt,
+                             seed=cfg.seed)
+    export = write_trajectories(traces, out / "prime")
+    callbacks = []
+    if console is not None:
+        from rl.run import RichProgressCallback
+
+        callbacks = [RichProgressCallback(console)]
+    sft = prime(base, export.dataset, out / "sft", cfg.sft, callbacks=callbacks)
+    return {"traces": export.rows, "sft_dir": sft.model_dir, "sft_steps": sft.steps, "sft_first_loss": sft.first_loss,
+            "sft_final_loss": sft.final_loss, "sft_token_accuracy": sft.mean_token_accuracy}
+
+
+def grpo_config(cfg: Any, tasks_dir: Path, model_dir: Path, run_dir: Path) -> Any:
+    """The demo's ``dojo train`` config of stage 5, trained on ``tasks_dir/train`` into ``run_dir``."""
+    from rl.demo import train_config
+
+    t = train_config(cfg, run_dir.parent, model_dir)
+    return t.model_copy(update={"data": t.data.model_copy(update={"tasks": str(tasks_dir / "train")}),
+                                "run": t.run.model_copy(update={"output_dir": str(run_dir)})})
+
+
+def run_grpo(cfg: Any, tasks_dir: Path, model_dir: Path, run_dir: Path) -> dict[str, Any]:
+    """Stage 5: GRPO (the demo's Dr. GRPO unless ``cfg.train`` says otherwise) into ``run_dir``."""
+    from rl.trainer import train
+
+    res = train(grpo_config(cfg, tasks_dir, model_dir, run_dir), run_dir=run_dir, progress=False)
+    return {"grpo_steps": res.steps, "first_reward": res.first_reward_mean, "final_reward": res.final_reward_mean,
+            "final_dir": str(run_dir / "final")}
+
+
+def evaluate(cfg: Any, model: Path, held: list[Any], out_dir: Path, backend: str) -> dict[str, Any]:
+    """Stage 6 for one policy: held-out success, sampled and greedy, exactly as the demo runs it."""
+    from rl.demo import train_config
+    from rl.evaluate import evaluate_policy
+    from synth.episode import EpisodeLimits
+
+    tcfg = train_config(cfg, out_dir)
+    ro = tcfg.rollout
+    ev = evaluate_policy(
+        model, held, reward=tcfg.reward, samples=cfg.eval_samples, temperature=tcfg.grpo.temperature,
+        max_completion_length=tcfg.grpo.max_completion_length,
+        limits=EpisodeLimits(max_turns=ro.max_turns, max_tool_calls=ro.max_tool_calls, max_tokens=10**9),
+        system_prompt=ro.system_prompt, backend=backend, seed=cfg.seed + 1, out_dir=out_dir)
+    return {"success": ev.success, "greedy_success": ev.greedy_success, "mean_reward": ev.mean_reward,
+            "mean_sampled_tokens": ev.mean_sampled_tokens, "seconds": round(ev.seconds, 1)}
+
+
+def finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def stats(xs: list[float | None]) -> dict[str, float | int | None]:
+    """mean, std (population), min, max and n of the finite values."""
+    v = [float(x) for x in xs if finite(x)]
+    if not v:
+        return {"mean": None, "std": None, "min": None, "max": None, "n": 0}
+    m = sum(v) / len(v)
+    return {"mean": round(m, 4), "std": round(math.sqrt(sum((x - m) ** 2 for x in v) / len(v)), 4),
+            "min": round(min(v), 4), "max": round(max(v), 4), "n": len(v)}
+
+
+def set_threads(n: int) -> None:
+    import torch
+
+    torch.set_num_threads(max(1, n))
+
+
+def run_job(script: str, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """``script --worker SPEC`` as a subprocess (its output to ``<dir>.log``); the result it wrote in
+    ``<dir>/job_result.json`` (``ok`` false, the error and the log's tail, when it failed)."""
+    d = Path(spec["dir"])
+    d.mkdir(parents=True, exist_ok=True)
+    spec_path, log_path = d / "job.json", d.with_suffix(".log")
+    spec["result"] = str(d / "job_result.json")
+    spec_path.write_text(json.dumps(spec, indent=2))
+    threads = str(spec.get("threads", 1))
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": threads,
+           "MKL_NUM_THREADS": threads}
+    t0 = time.perf_counter()
+    with open(log_path, "w") as f:
+        try:
+            rc = subprocess.run([sys.executable, script, "--worker", str(spec_path)], stdout=f, stderr=f, env=env,
+                                timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            rc = -9
+    res = json.loads(Path(spec["result"]).read_text()) if Path(spec["result"]).is_file() else {}
+    if not res.get("ok"):
+        tail = log_path.read_text(errors="replace")[-1500:] if log_path.is_file() else ""
+        res = {"ok": False, "error": res.get("error") or f"worker exit {rc}", "log_tail": tail}
+    res["job_minutes"] = round((time.perf_counter() - t0) / 60, 2)
+    return res
+
+
+def run_all(script: str, specs: list[dict[str, Any]], workers: int, timeout: float,
+            describe: Callable[[dict[str, Any]], str], log: Callable[[str], None]) -> list[dict[str, Any]]:
+    """Every spec through :func:`run_job`, ``workers`` at a time; results in the order of ``specs``."""
+    with cf.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        futs = {pool.submit(run_job, script, s, timeout): s for s in specs}
+        for fut in cf.as_completed(futs):
+            r = fut.result()
+            log(f"{describe(futs[fut])}: {'ok' if r.get('ok') else 'FAILED ' + str(r.get('error'))} "
+                f"({r['job_minutes']} min)")
+    return [f.result() for f in futs]
+
+
+def worker_entry(spec_path: str, fn: Callable[[dict[str, Any]], dict[str, Any]]) -> int:
+    """A worker subprocess: run ``fn(spec)`` and write its result (or the error) where the parent looks."""
+    import traceback
+
+    spec = json.loads(Path(spec_path).read_text())
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    set_threads(spec.get("threads", 1))
+    try:
+        res = fn(spec)
+        res["ok"] = True
+    except Exception as e:  # noqa: BLE001 - reported to the parent, which goes on with the other jobs
+        traceback.print_exc()
+        res = {"ok": False, "error": f"{type(e).__name__}: {e}"[:2000]}
+    Path(spec["result"]).write_text(json.dumps(res, indent=2))
+    return 0 if res["ok"] else 1
+
+
+def machine() -> dict[str, Any]:
+    info: dict[str, Any] = {"host_cpus": os.cpu_count(), "platform": platform.platform(),
+                            "python": platform.python_version()}
+    try:
+        import torch
+
+        info["torch"] = torch.__version__
+        info["cuda"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    except Exception:  # noqa: BLE001
+        pass
+    return info

@@ -1,0 +1,88 @@
+"""The efficacy studies (bench/priming_study.py, bench/length_bias.py) run in --quick mode and report
+every figure, finite. No assertion on speed, nor on which condition or method wins."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def numbers(obj: Any, path: str = "") -> list[tuple[str, float]]:
+    if isinstance(obj, bool) or obj is None or isinstance(obj, str):
+        return []
+    if isinstance(obj, (int, float)):
+        return [(path, obj)]
+    if isinstance(obj, dict):
+        return [n for k, v in obj.items() for n in numbers(v, f"{path}.{k}")]
+    if isinstance(obj, list):
+        return [n for i, v in enumerate(obj) for n in numbers(v, f"{path}[{i}]")]
+    return []
+
+
+def run_quick(script: str, tmp_path: Path, *extra: str) -> dict[str, Any]:
+    pytest.importorskip("trl")
+    from tests.conftest import backend_status, require
+
+    backend = next((b for b in ("local", "docker") if backend_status(b)[0]), None)
+    if backend is None:
+        require("local")
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / script), "--quick", "--out", str(tmp_path / "work"),
+                        "--set", f"train.rollout.sandbox_backend={backend}", *extra],
+                       capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-2000:]
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    bad = [(p, x) for p, x in numbers(result) if not math.isfinite(x)]
+    assert not bad, bad
+    assert result["quick"] is True and result["errors"] == {}, result["errors"]
+    return result
+
+
+STAT_KEYS = {"mean", "std", "min", "max", "n"}
+
+
+@pytest.mark.slow
+def test_priming_study_quick_prints_one_json_line_last(tmp_path):
+    res = run_quick("priming_study.py", tmp_path)
+    assert {"conditions", "base", "verdict", "settings", "machine", "minutes", "seeds"} <= set(res)
+    assert res["seeds"] == [0] and set(res["conditions"]) == {"all", "none"}
+    for row in res["conditions"].values():
+        for m in ("sft_success", "sft_greedy_success", "grpo_success", "grpo_greedy_success", "grpo_gain"):
+            assert STAT_KEYS <= set(row[m]) and row[m]["n"] == 1, m
+            assert row[m]["min"] <= row[m]["mean"] <= row[m]["max"]
+        assert row["seeds_ok"] == 1 and row["per_seed"]["0"]["grpo_steps"] == 2
+        for m in ("sft_success", "grpo_success"):
+            assert 0.0 <= row["per_seed"]["0"][m] <= 1.0
+    assert 0.0 <= res["base"]["per_seed"]["0"]["base_success"] <= 1.0
+    assert res["base"]["per_seed"]["0"]["held_out_tasks"] == 6
+    assert "all_minus_none_grpo_success" in res["verdict"]
+    # the seed's shared stages were built once, each condition primed and trained on its own
+    work = tmp_path / "work" / "seed-0"
+    assert (work / "base" / "config.json").is_file() and (work / "eval" / "base" / "summary.json").is_file()
+    for c in ("all", "none"):
+        assert (work / c / "sft" / "config.json").is_file() and (work / c / "eval" / "grpo" / "summary.json").is_file()
+        assert not (work / c / "tasks").exists()
+
+
+@pytest.mark.slow
+def test_length_bias_quick_prints_one_json_line_last(tmp_path):
+    png = tmp_path / "length_bias.png"
+    res = run_quick("length_bias.py", tmp_path, "--plot", str(png))
+    assert {"methods", "verdict", "settings", "checkpoint", "steps", "k", "minutes"} <= set(res)
+    assert res["steps"] == 3 and set(res["methods"]) == {"grpo", "dr_grpo"}
+    for m, r in res["methods"].items():
+        s = r["len_unsolved"]
+        assert {"mean", "per_seed", "first_k", "last_k", "last_minus_first", "slope_per_step"} <= set(s)
+        assert len(s["mean"]) == 3 and list(s["per_seed"]) == ["0"]
+        assert len(r["solved"]["mean"]) == 3 and all(x is not None for x in r["solved"]["mean"])
+        assert r["overrides"][0] == f"train.grpo.loss_type={m}"
+    assert png.is_file() and png.stat().st_size > 0 and res["plot"] == str(png)
+    # both methods trained the one primed checkpoint
+    assert res["checkpoint"]["sft_dir"] == str(tmp_path / "work" / "primed" / "sft")
