@@ -45,7 +45,7 @@ DEFAULT_TRAIN: dict[str, Any] = {
              # a small step: Adam moves every weight by about lr per step, and at 1e-3 a primed tiny
              # policy falls apart within a few steps
              "max_completion_length": 256, "learning_rate": 1e-4, "per_device_train_batch_size": 32,
-             "gradient_accumulation_steps": 1, "max_steps": 30, "temperature": 1.0, "epsilon": 0.2,
+             "gradient_accumulation_steps": 1, "max_steps": 40, "temperature": 1.0, "epsilon": 0.2,
              "gradient_checkpointing": False},
     "rollout": {"use_vllm": True, "vllm_mode": "colocate", "max_turns": 3, "max_tool_calls": 6, "user": "scripted",
                 "sandbox_backend": "auto", "system_prompt": "brief"},
@@ -73,7 +73,7 @@ class DemoConfig(BaseModel):
     distractors: int = Field(1, ge=0, description="tools offered besides the gold one")
     condition: str = Field("all", description="the priming condition (synth.behaviours.CONDITIONS)")
     sft: SFTSettings = Field(default_factory=lambda: SFTSettings(epochs=3, learning_rate=3e-3, batch_size=8))
-    eval_samples: int = Field(2, gt=0, description="sampled episodes per held-out task and policy")
+    eval_samples: int = Field(4, gt=0, description="sampled episodes per held-out task and policy")
     train: dict[str, Any] = Field(default_factory=dict, description="a dojo train config over DEFAULT_TRAIN")
 
 
@@ -247,7 +247,7 @@ def run_demo(cfg: DemoConfig, *, console: Any = None,
     engine = "vllm" if tcfg.rollout.use_vllm and vllm_available() else "transformers"
 
     stage("model")
-    base = build_tiny_model(out / "base", **cfg.tiny.model_dump())
+    base = build_tiny_model(out / "base", **cfg.tiny.model_dump(exclude={"out_dir"}))
     done("model")
 
     stage("tasks")
