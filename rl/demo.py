@@ -114,7 +114,9 @@ def load_demo_config(path: str | Path | None = None, overrides: Iterable[str] = 
             raise ConfigError(f"{path} is not valid YAML: {e}") from e
         if not isinstance(data, dict):
             raise ConfigError(f"{path} must hold a mapping, not a {type(data).__name__}")
-    data = apply_overrides(data, list(overrides))
+    # Overrides land on the defaults written out, so `sft.epochs=1` keeps the demo's other SFT settings
+    # (validating {"epochs": 1} alone would fall back to SFTSettings' own defaults).
+    data = apply_overrides(_merge(DemoConfig().model_dump(), data), list(overrides))
     try:
         cfg = DemoConfig.model_validate(data)
     except ValidationError as e:

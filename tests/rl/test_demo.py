@@ -33,6 +33,19 @@ def test_config_errors_name_the_field(tmp_path):
     assert r.returncode == 2 and "sft.epochs" in r.stderr and "Traceback" not in r.stderr
 
 
+def test_overrides_keep_the_other_defaults_of_their_section(tmp_path):
+    cfg = load_demo_config(None, ["sft.epochs=1", "tiny.layers=3"])
+    default = load_demo_config(None)
+    assert cfg.sft.epochs == 1 and cfg.sft.learning_rate == default.sft.learning_rate
+    assert cfg.sft.batch_size == default.sft.batch_size and cfg.tiny.hidden == default.tiny.hidden
+    f = tmp_path / "d.yaml"
+    f.write_text("sft: {batch_size: 4}\ntrain: {grpo: {max_steps: 3}}\n")
+    cfg = load_demo_config(f, ["train.grpo.learning_rate=0.001"])
+    assert cfg.sft.batch_size == 4 and cfg.sft.epochs == default.sft.epochs
+    t = train_config(cfg, tmp_path)
+    assert t.grpo.max_steps == 3 and t.grpo.learning_rate == 0.001 and t.grpo.num_generations == 8
+
+
 def test_the_grpo_stage_trains_the_primed_checkpoint_on_the_train_tasks(tmp_path):
     cfg = load_demo_config(None, [f"out_dir={tmp_path}", "train.grpo.max_steps=7", "seed=3"])
     t = train_config(cfg, tmp_path, tmp_path / "sft")

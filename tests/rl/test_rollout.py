@@ -222,3 +222,28 @@ def test_tiny_model_episodes_run_end_to_end_with_rewards(tasks, tiny, backend):
         assert 0 < len(ids) <= 96 and sum(mask) > 0
         assert r is None or 0.0 <= r <= 1.0
     assert ro.stats["sampled_tokens"] == sum(sum(m) for m in again["env_mask"])  # stats of the last run
+
+
+def test_solved_needs_the_world_state_and_the_outputs():
+    from rl.rollout import solved
+
+    assert solved({"world_state": 1.0, "communication": 1.0, "turn_format": 0.0})
+    assert solved({"world_state": 1.0, "communication": None})  # nothing to report
+    assert not solved({"world_state": 1.0, "communication": 0.5})
+    assert not solved({"world_state": 0.0, "communication": 1.0})
+    assert not solved({"turn_format": 1.0})  # neither scored: not a success
+    assert not solved({})
+
+
+def test_reward_func_logs_solved_share_and_lengths_by_outcome():
+    from rl.rollout import MultiTurnRollout
+
+    logged: dict[str, float] = {}
+    comps = [{"world_state": 1.0, "communication": 1.0}, {"world_state": 0.0, "communication": 1.0},
+             {"world_state": 0.0, "communication": 0.0}]
+    out = MultiTurnRollout.reward_func(None, [], [], episode_reward=[1.0, 0.5, None], reward_components=comps,
+                                       termination=["user_stop"] * 3, tool_calls=[1, 1, 0],
+                                       sampled_tokens=[10, 30, 50], log_metric=logged.__setitem__)
+    assert out == [1.0, 0.5, None]
+    assert logged["episode/solved"] == pytest.approx(1 / 3)
+    assert logged["episode/len_solved"] == 10 and logged["episode/len_unsolved"] == 40
