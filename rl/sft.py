@@ -98,6 +98,10 @@ def prime(model_path: str | os.PathLike[str], dataset: Any, out_dir: str | os.Pa
     start = time.perf_counter()
     trainer = SFTTrainer(model=str(model_path), args=args, train_dataset=dataset, processing_class=tok,
                          callbacks=callbacks or [])
+    # Without tqdm, transformers prints every log dict to stdout, where `dojo demo` keeps one JSON line.
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)
     trainer.train()
     seconds = time.perf_counter() - start
     trainer.save_model(str(out))
