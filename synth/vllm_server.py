@@ -29,9 +29,13 @@ from typing import Any
 
 # The flags the tiny model is served with: hermes tool-call parsing, and guided
 # JSON without free whitespace (a random model would otherwise fill max_tokens with it).
+# No chunked prefill: when a seeded request's prompt is prefilled in chunks, vLLM's CPU
+# backend rewinds its RNG with Generator.set_offset, which CPU generators lack, and the
+# engine dies ("CPU Generator does not use offset"); concurrent long prompts with seeds
+# (an eval run with a judge) did that to the whole server.
 TINY_FLAGS = [
     "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
-    "--max-model-len", "2048", "--dtype", "float32",
+    "--max-model-len", "2048", "--dtype", "float32", "--no-enable-chunked-prefill",
     "--structured-outputs-config", '{"backend": "xgrammar", "disable_any_whitespace": true}',
 ]
 

@@ -366,6 +366,27 @@ async def test_vllm_plain_chat(vllm_server):
 
 
 @pytest.mark.slow
+async def test_vllm_serves_concurrent_long_seeded_prompts(vllm_server):
+    """More seeded prompt tokens at once than one engine step takes (2048): with chunked prefill
+    vLLM's CPU backend dies rewinding a seeded request's RNG ("CPU Generator does not use
+    offset"); synth.vllm_server serves without it, so every request is answered and the server
+    lives on (the fixture fails any test during which it dies)."""
+    words = " ".join(f"item{i}" for i in range(470))
+    msgs = [[{"role": "user", "content": f"{k}: {words}"}] for k in range(4)]
+    async with LLMClient(vllm_config(vllm_server, max_concurrency=4)) as llm:
+        rs = await llm.chat_many(msgs[0], n=1, max_tokens=4, temperature=1.0, seed=0)  # warm
+        async with anyio.create_task_group() as tg:
+            out: list[Any] = [None] * 4
+            for k in range(4):
+                async def one(k: int = k) -> None:
+                    out[k] = await llm.chat(msgs[k], max_tokens=8, temperature=1.0, seed=100 + k)
+                tg.start_soon(one)
+        assert rs and all(r is not None and r.usage.prompt_tokens > 800 for r in out)
+        assert sum(r.usage.prompt_tokens for r in out) > 2048
+    assert vllm_server.exit_code() is None
+
+
+@pytest.mark.slow
 async def test_vllm_chat_with_tools(vllm_server):
     async with LLMClient(vllm_config(vllm_server)) as llm:
         r = await llm.chat([{"role": "user", "content": "What is ACME trading at?"}], tools=TOOLS, max_tokens=48, seed=0)
