@@ -20,7 +20,6 @@ import platform
 import subprocess
 import sys
 import time
-import random
 from pathlib import Path
 from collections.abc import Callable
 from typing import Any
@@ -29,59 +28,53 @@ from typing import Any
 GPU_OVERRIDES = ["train.rollout.use_vllm=false", "train.rollout.sandbox_backend=local"]
 
 
-def demo_defaults() -> list[str]:
-    """The demo's own ``sft`` and ``tiny`` defaults as overrides. (An override such as ``sft.seed=1``
-    replaces the whole section, whose class defaults differ from the demo's: 8 SFT epochs at 2e-3
-    instead of the demo's 3 at 3e-3. Spelling every field out first keeps the demo's values.)"""
-    from rl.demo import DemoConfig
+def add_run_options(ap: Any, *, workers_help: str, save_help: str) -> None:
+    """The options both studies share: overrides, GPU mode, parallelism, work folder, output, the worker hook."""
+    import argparse
 
-    d = DemoConfig()
-    return [f"{sec}.{k}={json.dumps(v)}" for sec in ("sft", "tiny") for k, v in getattr(d, sec).model_dump().items()]
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="a demo config override (rl.demo.DemoConfig), e.g. train.grpo.max_steps=20; repeatable")
+    ap.add_argument("--gpu", action="store_true", help=f"add {' '.join(GPU_OVERRIDES)}")
+    ap.add_argument("--workers", type=int, default=None, help=workers_help)
+    ap.add_argument("--threads", type=int, default=None, help="torch threads per job (default: cpus // jobs at a time)")
+    ap.add_argument("--out", default=None, help="work folder (default: a fresh temp dir, removed unless --keep)")
+    ap.add_argument("--keep", action="store_true", help="keep the temp work folder")
+    ap.add_argument("--save", default=None, help=save_help)
+    ap.add_argument("--job-timeout", type=float, default=3 * 3600.0, help="seconds per job")
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
 
 
 def demo_config(overrides: list[str]) -> Any:
     """The demo's config (its defaults kept) plus ``overrides``."""
     from rl.demo import load_demo_config
 
-    return load_demo_config(None, [*demo_defaults(), *overrides])
+    return load_demo_config(None, overrides)
 
 
 def backend_of(cfg: Any, out: Path) -> str:
-    from rl.demo import train_config
-    from sandboxes.backends import resolve_backend
+    from rl.demo import sandbox_backend
 
-    return resolve_backend(train_config(cfg, out).rollout.sandbox_backend)[0]
+    return sandbox_backend(cfg)
 
 
 def engine_of(cfg: Any, out: Path) -> str:
-    from rl.config import vllm_available
-    from rl.demo import train_config
+    from rl.demo import rollout_engine
 
-    ro = train_config(cfg, out).rollout
-    return "vllm" if ro.use_vllm and vllm_available() else "transformers"
+    return rollout_engine(cfg)
 
 
 def build_base(cfg: Any, out: Path) -> Path:
-    """Stage 1: the tiny random chat model, in ``out/base``."""
-    from rl.tiny import build_tiny_model
+    """Stage 1 (rl.demo.build_base)."""
+    from rl.demo import build_base as build
 
-    return build_tiny_model(out / "base", **cfg.tiny.model_dump(exclude={"out_dir"}))
+    return build(cfg, out)
 
 
 def make_tasks(cfg: Any, out: Path, backend: str) -> tuple[list[Any], list[Any]]:
-    """Stage 2: single-action tasks, the demo's tool picks and split, in ``out/tasks/{train,held_out}``."""
-    from rl.demo import pick_tools
-    from synth.tasks import export_tasks, synthesize_tasks
+    """Stage 2 (rl.demo.make_tasks)."""
+    from rl.demo import make_tasks as make
 
-    made = synthesize_tasks(cfg.tasks, seed=cfg.seed, domains=cfg.domains, backend=backend,
-                            sandboxes=4, lengths={1: 1.0}, user_info_rate=0.0)
-    rng = random.Random(cfg.seed)
-    tasks = [pick_tools(t, cfg.distractors, rng) for t in made.tasks]
-    rng.shuffle(tasks)
-    held, train_tasks = tasks[: cfg.held_out], tasks[cfg.held_out:]
-    export_tasks(held, out / "tasks" / "held_out")
-    export_tasks(train_tasks, out / "tasks" / "train")
-    return train_tasks, held
+    return make(cfg, out, backend)
 
 
 def load_split(tasks_dir: Path) -> tuple[list[Any], list[Any]]:

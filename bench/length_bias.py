@@ -194,17 +194,9 @@ def main() -> int:
     ap.add_argument("--seeds", default=None, help="comma-separated training seeds (default 0,1; quick 0)")
     ap.add_argument("--steps", type=int, default=None, help="GRPO steps per run (default: the demo's; quick 3)")
     ap.add_argument("--k", type=int, default=None, help="steps in the first-k / last-k means (default steps // 4)")
-    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                    help="a demo config override (rl.demo.DemoConfig), applied to both methods; repeatable")
-    ap.add_argument("--gpu", action="store_true", help=f"add {' '.join(_stages.GPU_OVERRIDES)}")
-    ap.add_argument("--workers", type=int, default=None, help="runs at a time (default: all of them, at most cpus)")
-    ap.add_argument("--threads", type=int, default=None, help="torch threads per job (default: cpus // jobs at a time)")
-    ap.add_argument("--out", default=None, help="work folder (default: a fresh temp dir, removed unless --keep)")
-    ap.add_argument("--keep", action="store_true", help="keep the temp work folder")
     ap.add_argument("--plot", default=None, help="PNG path (default: <work>/length_bias.png; not kept in a temp dir)")
-    ap.add_argument("--save", default=None, help="also write the JSON here")
-    ap.add_argument("--job-timeout", type=float, default=3 * 3600.0, help="seconds per job")
-    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    _stages.add_run_options(ap, workers_help="runs at a time (default: all of them, at most cpus)",
+                            save_help="also write the JSON here")
     args = ap.parse_args()
     if args.worker:
         return _stages.worker_entry(args.worker, worker)

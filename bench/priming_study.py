@@ -192,16 +192,8 @@ def main() -> int:
     ap.add_argument("--conditions", default=None, help=f"comma-separated (default {','.join(DEFAULT_CONDITIONS)}; "
                                                        "quick all,none)")
     ap.add_argument("--controls", action="store_true", help=f"add {' and '.join(CONTROLS)}")
-    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                    help="a demo config override (rl.demo.DemoConfig), e.g. train.grpo.max_steps=20; repeatable")
-    ap.add_argument("--gpu", action="store_true", help=f"add {' '.join(_stages.GPU_OVERRIDES)}")
-    ap.add_argument("--workers", type=int, default=None, help="jobs at a time (default: cpus // 2, at least 1)")
-    ap.add_argument("--threads", type=int, default=None, help="torch threads per job (default: cpus // jobs at a time)")
-    ap.add_argument("--out", default=None, help="work folder (default: a fresh temp dir, removed unless --keep)")
-    ap.add_argument("--keep", action="store_true", help="keep the temp work folder")
-    ap.add_argument("--save", default=None, help="also write the JSON here (e.g. bench/results/priming_study.json)")
-    ap.add_argument("--job-timeout", type=float, default=3 * 3600.0, help="seconds per job")
-    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    _stages.add_run_options(ap, workers_help="jobs at a time (default: cpus // 2, at least 1)",
+                            save_help="also write the JSON here (e.g. bench/results/priming_study.json)")
     args = ap.parse_args()
     if args.worker:
         return _stages.worker_entry(args.worker, worker)

@@ -163,6 +163,42 @@ def pick_tools(task: Any, distractors: int, rng: random.Random) -> Any:
     return task.model_copy(update={"tools": gold + rng.sample(others, min(distractors, len(others)))})
 
 
+def sandbox_backend(cfg: DemoConfig) -> str:
+    """The concrete sandbox backend the run uses (``auto`` resolved)."""
+    from sandboxes.backends import resolve_backend
+
+    return resolve_backend(train_config(cfg, Path(cfg.out_dir)).rollout.sandbox_backend)[0]
+
+
+def rollout_engine(cfg: DemoConfig) -> str:
+    from rl.config import vllm_available
+
+    ro = train_config(cfg, Path(cfg.out_dir)).rollout
+    return "vllm" if ro.use_vllm and vllm_available() else "transformers"
+
+
+def build_base(cfg: DemoConfig, out: Path) -> Path:
+    """Stage 1: the tiny random chat model, in ``out/base``."""
+    from rl.tiny import build_tiny_model
+
+    return build_tiny_model(out / "base", **cfg.tiny.model_dump(exclude={"out_dir"}))
+
+
+def make_tasks(cfg: DemoConfig, out: Path, backend: str) -> tuple[list[Any], list[Any]]:
+    """Stage 2: single-action tasks with the demo's tool picks, split into ``out/tasks/{train,held_out}``."""
+    from synth.tasks import export_tasks, synthesize_tasks
+
+    made = synthesize_tasks(cfg.tasks, seed=cfg.seed, domains=cfg.domains, backend=backend,
+                            sandboxes=4, lengths={1: 1.0}, user_info_rate=0.0)
+    rng = random.Random(cfg.seed)
+    tasks = [pick_tools(t, cfg.distractors, rng) for t in made.tasks]
+    rng.shuffle(tasks)
+    held, train_tasks = tasks[: cfg.held_out], tasks[cfg.held_out:]
+    export_tasks(held, out / "tasks" / "held_out")
+    export_tasks(train_tasks, out / "tasks" / "train")
+    return train_tasks, held
+
+
 def _img(path: Path | None) -> str:
     if path is None or not path.exists():
         return ""
@@ -217,17 +253,13 @@ def run_demo(cfg: DemoConfig, *, console: Any = None,
     from rich.console import Console
 
     from rl.behaviours import behaviour_report
-    from rl.config import vllm_available
     from rl.evaluate import evaluate_policy
     from rl.run import RichProgressCallback
     from rl.sft import prime
-    from rl.tiny import build_tiny_model
     from rl.trainer import train
-    from sandboxes.backends import resolve_backend
     from synth.behaviours import generate_traces
     from synth.episode import EpisodeLimits
     from synth.sft_data import write_trajectories
-    from synth.tasks import export_tasks, synthesize_tasks
 
     console = console or Console()
     out = Path(cfg.out_dir)
@@ -245,22 +277,14 @@ def run_demo(cfg: DemoConfig, *, console: Any = None,
         stages[name] = round((time.perf_counter() - stages[name]) / 60, 2)
 
     tcfg = train_config(cfg, out)
-    backend, _why = resolve_backend(tcfg.rollout.sandbox_backend)
-    engine = "vllm" if tcfg.rollout.use_vllm and vllm_available() else "transformers"
+    backend, engine = sandbox_backend(cfg), rollout_engine(cfg)
 
     stage("model")
-    base = build_tiny_model(out / "base", **cfg.tiny.model_dump(exclude={"out_dir"}))
+    base = build_base(cfg, out)
     done("model")
 
     stage("tasks")
-    made = synthesize_tasks(cfg.tasks, seed=cfg.seed, domains=cfg.domains, backend=backend,
-                            sandboxes=4, lengths={1: 1.0}, user_info_rate=0.0)
-    rng = random.Random(cfg.seed)
-    tasks = [pick_tools(t, cfg.distractors, rng) for t in made.tasks]
-    rng.shuffle(tasks)
-    held, train_tasks = tasks[: cfg.held_out], tasks[cfg.held_out:]
-    export_tasks(held, out / "tasks" / "held_out")
-    export_tasks(train_tasks, out / "tasks" / "train")
+    train_tasks, held = make_tasks(cfg, out, backend)
     console.print(f"{len(train_tasks)} train and {len(held)} held-out tasks")
     done("tasks")
 
