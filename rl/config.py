@@ -189,6 +189,12 @@ class RolloutConfig(_Section):
     system_prompt: Literal["policy", "brief"] = Field(
         "policy", description="the agent's system prompt: the domain policy, or one sentence (tiny models)")
     save_episodes: bool = Field(True, description="write every step's episodes to <run>/episodes/step-N.jsonl")
+    hf_generation: Literal["auto", "padded", "continuous"] = Field(
+        "auto", description="without vLLM: padded model.generate batches, or transformers' continuous batching "
+                            "(an episode's next turn joins the running batch); auto: continuous on CUDA")
+    hf_continuous_batching: dict[str, Any] = Field(
+        default_factory=dict, description="transformers ContinuousBatchingConfig keywords over rl.continuous's "
+                                          "defaults (max_memory_percent 0.5, no CUDA graphs)")
     vllm_max_model_length: int | None = Field(None, gt=0, description="vLLM's context; None: the model's")
     vllm_dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="the colocated engine's dtype; auto: the trainer's (float32 on CPU, bf16 on GPU), "
@@ -198,6 +204,10 @@ class RolloutConfig(_Section):
     def _user(self) -> RolloutConfig:
         if self.user == "llm" and not (self.user_model and self.user_base_url):
             raise ValueError("user: llm needs user_model and user_base_url")
+        if self.hf_continuous_batching:
+            from rl.continuous import check_cb_config
+
+            check_cb_config(self.hf_continuous_batching)
         if self.use_vllm and self.vllm_mode != "colocate":
             raise ValueError("the multi-turn rollout drives vLLM in colocate mode only (vllm_mode: colocate)")
         return self

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import json
 import logging
 import queue
@@ -245,9 +246,10 @@ class GenerationBatcher:
     """Collects generation requests from episodes on the portal's loop and answers them in batches
     on the thread that calls :meth:`serve` (the trainer's)."""
 
-    def __init__(self, generator: Generator, *, max_wait_s: float = 1.0):
+    def __init__(self, generator: Generator, *, max_wait_s: float = 1.0, seed: int | None = None):
         self.generator = generator
         self.max_wait_s = max_wait_s
+        self.seed = seed  # a streaming generator's session seed
         self._queue: queue.Queue[tuple[GenRequest, concurrent.futures.Future] | None] = queue.Queue()
         self._lock = threading.Lock()
         self._active = 0
@@ -279,7 +281,12 @@ class GenerationBatcher:
         A batch is sent when every live episode is waiting in it; only if none arrives for
         ``max_wait_s`` (a slow LLM user, say) does a partial batch go. With the scripted user and
         sandboxed tools every episode arrives within milliseconds, so batches are the same from
-        run to run, and so are the samples (vLLM's numerics depend on the batch)."""
+        run to run, and so are the samples (vLLM's numerics depend on the batch).
+
+        A streaming generator (``generator.streaming``, e.g. rl.continuous's) gets each request
+        the moment it arrives instead: see :meth:`_serve_streaming`."""
+        if getattr(self.generator, "streaming", False):
+            return self._serve_streaming(done)
         batch: list[tuple[GenRequest, concurrent.futures.Future]] = []
         deadline = None
         while True:
@@ -300,6 +307,58 @@ class GenerationBatcher:
             if batch and (len(batch) >= waiting_for or time.monotonic() >= deadline):
                 self._answer(batch)
                 batch, deadline = [], None
+
+    def _serve_streaming(self, done: concurrent.futures.Future) -> None:
+        """Submit requests to one generator session as they arrive and answer each as it ends:
+        an episode's next turn joins the running batch instead of waiting for the slowest sequence."""
+        pending: dict[str, concurrent.futures.Future] = {}
+        with contextlib.ExitStack() as stack:
+            session = None
+            t0 = 0.0
+            while True:
+                try:
+                    item = self._queue.get(timeout=0.02) if not pending else self._queue.get_nowait()
+                except queue.Empty:
+                    item = None
+                if item is not None:
+                    req, fut = item
+                    if not fut.set_running_or_notify_cancel():
+                        continue
+                    if self.error is not None:
+                        fut.set_exception(RolloutError(f"generation failed earlier in this batch: {self.error!r}"))
+                        continue
+                    try:
+                        if session is None:
+                            t0 = time.perf_counter()
+                            stack.callback(self._add_generate_s, t0)
+                            session = stack.enter_context(self.generator.session(seed=self.seed))
+                        pending[session.submit(req)] = fut
+                        self.batches.append(len(pending))  # requests in flight at each submission
+                    except BaseException as e:  # noqa: BLE001 - handed to the episode, re-raised by the rollout
+                        self.error = e
+                        fut.set_exception(e)
+                    continue
+                if pending:
+                    try:
+                        finished = session.poll(0.005)
+                    except BaseException as e:  # noqa: BLE001 - the session died: every waiting episode fails
+                        self.error = e
+                        for f in pending.values():
+                            f.set_exception(e)
+                        pending.clear()
+                        continue
+                    for rid, res in finished:
+                        f = pending.pop(rid)
+                        if isinstance(res, BaseException):
+                            self.error = res
+                            f.set_exception(res)
+                        else:
+                            f.set_result(res)
+                elif done.done() and self._queue.empty():
+                    return
+
+    def _add_generate_s(self, t0: float) -> None:
+        self.generate_s += time.perf_counter() - t0
 
     def _answer(self, batch: list[tuple[GenRequest, concurrent.futures.Future]]) -> None:
         live = [(r, f) for r, f in batch if f.set_running_or_notify_cancel()]
@@ -475,6 +534,8 @@ class MultiTurnRollout:
         seed: int | None = 0,
         system_prompt: str = "policy",
         episodes_dir: str | Path | None = None,
+        hf_generation: str = "auto",
+        hf_continuous_batching: dict[str, Any] | None = None,
     ):
         from sandboxes import SandboxConfig
         from synth.usersim import ScriptedUser
@@ -499,6 +560,10 @@ class MultiTurnRollout:
             raise ValueError(f"system_prompt must be one of {sorted(SYSTEM_PROMPTS)}, not {system_prompt!r}")
         self.system_prompt = SYSTEM_PROMPTS[system_prompt]
         self.episodes_dir = Path(episodes_dir) if episodes_dir is not None else None
+        if hf_generation not in ("auto", "padded", "continuous"):
+            raise ValueError(f"hf_generation must be auto, padded or continuous, not {hf_generation!r}")
+        self.hf_generation = hf_generation
+        self.hf_continuous_batching = dict(hf_continuous_batching or {})
         self._portal_cm = None
         self.portal = None
         self.pool = None
@@ -587,8 +652,21 @@ class MultiTurnRollout:
         eos = trainer.model.generation_config.eos_token_id if trainer.model.generation_config else tok.eos_token_id
         eos = list(eos) if isinstance(eos, (list, tuple)) else [eos]
         limit = int(getattr(trainer.model.config, "max_position_embeddings", 0) or tok.model_max_length)
-        self.generator = HFGenerator(lambda: trainer.accelerator.unwrap_model(trainer.model), tok, sampling,
-                                     eos_ids=eos, context_limit=limit)
+
+        def model_fn() -> Any:
+            return trainer.accelerator.unwrap_model(trainer.model)
+
+        mode = self.hf_generation
+        if mode == "auto":  # continuous batching pays off where decoding is launch-bound: on a GPU
+            mode = "continuous" if trainer.model.device.type == "cuda" else "padded"
+        if mode == "continuous":
+            from rl.continuous import ContinuousHFGenerator
+
+            self.generator = ContinuousHFGenerator(model_fn, tok, sampling, eos_ids=eos, context_limit=limit,
+                                                   cb_config=self.hf_continuous_batching)
+        else:
+            self.generator = HFGenerator(model_fn, tok, sampling, eos_ids=eos, context_limit=limit)
+        log.info("multi-turn rollouts generate with transformers (%s batches)", mode)
         return self.generator
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
@@ -609,7 +687,7 @@ class MultiTurnRollout:
         run draws the same rollouts."""
         if self.portal is None:
             raise RolloutError("MultiTurnRollout is not started: use it as a context manager")
-        batcher = GenerationBatcher(generator, max_wait_s=self.max_wait_s)
+        batcher = GenerationBatcher(generator, max_wait_s=self.max_wait_s, seed=self.episode_seed(step, 0))
         t0 = time.perf_counter()
         done = self.portal.start_task_soon(self._run_all, list(tasks), batcher, step)
         batcher.serve(done)

@@ -1,0 +1,189 @@
+"""Multi-turn generation with transformers' continuous batching (where vLLM is not installed).
+
+A padded ``model.generate`` batch decodes until its longest sequence ends, so an episode whose
+turn ended early waits for the slowest one before its next turn can even start: a step of
+multi-turn episodes costs the sum of its turns' longest decodes. With continuous batching
+(``transformers``' paged-attention manager) every request joins the running batch when it
+arrives and leaves when it ends, so an episode's next turn decodes alongside the first turns
+still running, as with vLLM. On the GPU machine (no vLLM) that is what keeps the multi-turn
+trainer near bare TRL's cost per generated token.
+
+    gen = ContinuousHFGenerator(lambda: model, tok, Sampling(), eos_ids=[eos], context_limit=4096)
+    with gen.session(seed=0) as s:          # the manager's generation thread runs meanwhile
+        rid = s.submit(GenRequest(prompt_ids, max_tokens=64))
+        for rid, result in s.poll(0.01): ...  # GenResult, or a RolloutError for a failed request
+    gen.generate([GenRequest(...), ...])    # the batch API, on a session of its own
+
+Sampling: one seed per session (the manager samples every running sequence from one
+generator), so a step's samples depend on when its requests arrived: unlike the padded path,
+not reproducible bit for bit. Log-probs are those of the sampled tokens under the processed
+distribution (temperature, top-k, top-p), as the trainer computes them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from rl.rollout import GenRequest, GenResult, RolloutError, Sampling
+
+__all__ = ["CB_DEFAULTS", "ContinuousHFGenerator", "ContinuousSession", "check_cb_config"]
+
+# transformers' ContinuousBatchingConfig keywords we set unless the config does. max_memory_percent:
+# the KV cache takes this share of free GPU memory for the session (transformers' 0.9 would leave
+# none for the backward pass; TRL uses 0.5 for the same reason). No CUDA graphs: the manager lives
+# for one rollout batch, and capturing graphs every step costs more than they save.
+CB_DEFAULTS: dict[str, Any] = {"max_memory_percent": 0.5, "use_cuda_graph": False}
+OWN_KEYS = ("return_logprobs", "seed", "drop_unsupported_processors")  # set per session, not configurable
+CPU_KV_TOKENS = 65536  # without CUDA, a fixed KV cache (transformers would size it from system RAM)
+
+
+def check_cb_config(cb_config: dict[str, Any]) -> None:
+    """Raise ValueError naming keywords transformers' ContinuousBatchingConfig does not take (or
+    that this module sets itself)."""
+    import dataclasses
+
+    from transformers.generation import ContinuousBatchingConfig
+
+    known = {f.name for f in dataclasses.fields(ContinuousBatchingConfig)} - set(OWN_KEYS)
+    unknown = sorted(set(cb_config) - known)
+    if unknown:
+        raise ValueError(f"hf_continuous_batching: unknown or reserved keys {unknown}; "
+                         f"ContinuousBatchingConfig takes {sorted(known)}")
+
+
+class ContinuousSession:
+    """One running continuous-batching manager: :meth:`submit` requests, :meth:`poll` results."""
+
+    def __init__(self, manager: Any, eos_ids: Sequence[int]):
+        self.manager = manager
+        self.eos_ids = list(eos_ids)
+        self.pending: dict[str, GenRequest] = {}
+        self.submitted = 0
+
+    def submit(self, request: GenRequest) -> str:
+        if request.max_tokens <= 0:
+            raise RolloutError(f"a generation request needs max_tokens > 0, not {request.max_tokens}")
+        rid = self.manager.add_request(list(request.prompt_ids), request_id=f"r{self.submitted}",
+                                       max_new_tokens=request.max_tokens, eos_token_id=self.eos_ids)
+        if rid is None:
+            raise RolloutError("the continuous-batching manager refused a request (it is stopping or failed: "
+                               f"{self.manager.background_thread_status.fatal_error!r})")
+        self.submitted += 1
+        self.pending[rid] = request
+        return rid
+
+    def poll(self, timeout: float) -> list[tuple[str, GenResult | RolloutError]]:
+        """Finished requests: waits up to ``timeout`` for the first, then takes what else is ready.
+        Raises :class:`RolloutError` when the manager's thread died with requests outstanding."""
+        out: list[tuple[str, GenResult | RolloutError]] = []
+        wait = timeout
+        while self.pending:
+            res = self.manager.get_result(timeout=wait)
+            if res is None:
+                break
+            wait = 0.001
+            req = self.pending.pop(res.request_id, None)
+            if req is None:  # not ours (cannot happen with a session per manager): drop it
+                continue
+            if res.error is not None or not res.is_finished() or res.status.name == "FAILED":
+                out.append((res.request_id, RolloutError(f"generation failed: {res.error or res.status.name}")))
+                continue
+            out.append((res.request_id, self._result(res, req)))
+        if not out and self.pending:
+            fatal = self.manager.background_thread_status.fatal_error
+            if fatal is not None or not self.manager.is_running():
+                raise RolloutError(f"the continuous-batching generation thread stopped with {len(self.pending)} "
+                                   f"requests outstanding: {fatal!r}")
+        return out
+
+    def _result(self, res: Any, req: GenRequest) -> GenResult:
+        ids, lps = list(res.generated_tokens)[: req.max_tokens], [float(x) for x in res.logprobs][: req.max_tokens]
+        if len(lps) != len(ids):
+            raise RolloutError(f"the manager returned {len(ids)} tokens but {len(lps)} log-probs")
+        for j, t in enumerate(ids):
+            if t in self.eos_ids:
+                ids, lps = ids[: j + 1], lps[: j + 1]
+                break
+        return GenResult(ids=ids, logprobs=lps)
+
+
+class ContinuousHFGenerator:
+    """A :class:`rl.rollout.Generator` on transformers' continuous batching, streaming too: the
+    rollout's batcher submits each request as it arrives (see :meth:`session`)."""
+
+    streaming = True
+
+    def __init__(self, model_fn: Callable[[], Any], tokenizer: Any, sampling: Sampling, *, eos_ids: Sequence[int],
+                 context_limit: int, cb_config: dict[str, Any] | None = None):
+        if sampling.repetition_penalty != 1.0 or sampling.min_p:
+            raise RolloutError("continuous batching samples with temperature, top_k and top_p only; "
+                               "set repetition_penalty: 1.0 and min_p: 0 or rollout.hf_generation: padded")
+        self.model_fn = model_fn
+        self.tokenizer = tokenizer
+        self.sampling = sampling
+        self.eos_ids = list(eos_ids)
+        self.context_limit = context_limit
+        self.cb_config = {**CB_DEFAULTS, **(cb_config or {})}
+
+    def _configs(self, model: Any, seed: int | None) -> tuple[Any, Any]:
+        from transformers import GenerationConfig
+        from transformers.generation import ContinuousBatchingConfig
+
+        s = self.sampling
+        greedy = s.temperature <= 0
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_ids[0]
+        gen = GenerationConfig(do_sample=not greedy, eos_token_id=self.eos_ids, pad_token_id=pad,
+                               max_new_tokens=max(1, self.context_limit // 2),
+                               **({} if greedy else dict(temperature=s.temperature, top_p=s.top_p,
+                                                         top_k=s.top_k or None)))
+        check_cb_config(self.cb_config)
+        kw = dict(self.cb_config)
+        if model.device.type != "cuda" and "num_blocks" not in kw:
+            block = int(kw.get("block_size", 256))
+            kw.setdefault("num_blocks", math.ceil(CPU_KV_TOKENS / block))
+            kw.setdefault("max_batch_tokens", 4096)
+            kw.pop("max_memory_percent", None)
+        # unsupported logits processors raise rather than being dropped: samples must follow the config
+        cb = ContinuousBatchingConfig(return_logprobs=True, seed=seed, drop_unsupported_processors=False, **kw)
+        return gen, cb
+
+    @contextlib.contextmanager
+    def session(self, seed: int | None = None) -> Iterator[ContinuousSession]:
+        """Start a manager on the model as it is now (the trainer's current weights), yield it,
+        then stop it and put the model back as it was (attention implementation, train mode). The
+        global RNG is left as it was, so training randomness does not depend on generation."""
+        import torch
+
+        model = self.model_fn()
+        was_training = model.training
+        model.eval()
+        devices = [model.device] if model.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            gen, cb = self._configs(model, seed)
+            manager = model.init_continuous_batching(generation_config=gen, continuous_batching_config=cb)
+            try:
+                manager.start()
+                yield ContinuousSession(manager, self.eos_ids)
+            finally:
+                try:
+                    manager.stop(block=True, timeout=60)
+                    manager.destroy()
+                finally:
+                    model.train(was_training)
+
+    def generate(self, requests: Sequence[GenRequest]) -> list[GenResult]:
+        if not requests:
+            return []
+        seeds = [r.seed for r in requests if r.seed is not None]
+        with self.session(seed=min(seeds) if seeds else None) as s:
+            order = [s.submit(r) for r in requests]
+            done: dict[str, GenResult] = {}
+            while len(done) < len(order):
+                for rid, res in s.poll(0.05):
+                    if isinstance(res, RolloutError):
+                        raise res
+                    done[rid] = res
+        return [done[rid] for rid in order]
