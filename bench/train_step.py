@@ -1,6 +1,7 @@
 """Benchmark a Dr. GRPO training step: our multi-turn sandboxed trainer vs bare TRL, same model, same run.
 
-    python bench/train_step.py [--quick] [--model tiny|0.5b] [--steps N] [--backend auto|docker|local] [--out DIR]
+    python bench/train_step.py [--quick] [--model tiny|0.5b] [--steps N] [--backend auto|docker|local]
+                               [--generation padded|continuous] [--out DIR]
 
 Progress goes to stderr; the LAST line on stdout is one JSON object with every number, the
 target and whether it was met. Phases, in order (each trainer in its own subprocess, so the
@@ -25,6 +26,11 @@ peak memory of one is not the other's and neither inherits the other's threads o
   rendered chat: system prompt with the tools' schemas and the user's opening), decoded to text,
   so both sides prefill and train on the same prompt tokens; ``instruction`` gives TRL each
   task's instruction as a one-message conversation instead (much shorter prompts).
+* --generation padded|continuous (default: continuous with CUDA): how both sides generate with
+  transformers. padded: model.generate batches (ours: rl.rollout.HFGenerator; a multi-turn step
+  waits for each turn's slowest sequence). continuous: transformers' continuous batching (ours:
+  rl.continuous, an episode's next turn joins the running batch; bare TRL: its own
+  use_transformers_continuous_batching), with the same ContinuousBatchingConfig.
 * single-turn (not --quick; --single-turn/--no-single-turn): ours again with rollout.max_turns=1,
   so every episode is one model turn and every step one generate call, as in bare TRL. Ours vs
   bare then differs only by our machinery (sandboxed episodes, rewards, GenerationBatcher,
@@ -177,7 +183,8 @@ def overrides(spec: dict[str, Any], use_vllm: bool, run_dir: Path) -> list[str]:
          f"grpo.max_steps={spec['steps_total']}", f"grpo.max_completion_length={spec['max_completion_length']}",
          f"grpo.per_device_train_batch_size={spec['batch']}", f"grpo.num_generations={spec['num_generations']}",
          f"rollout.use_vllm={'true' if use_vllm else 'false'}", f"rollout.sandbox_backend={spec['backend']}",
-         f"run.output_dir={run_dir}", "run.logging=[]", "run.save_steps=1000000", f"run.seed={spec['seed']}"]
+         f"run.output_dir={run_dir}", "run.logging=[]", "run.save_steps=1000000", f"run.seed={spec['seed']}",
+         f"rollout.hf_generation={spec.get('generation', 'padded')}"]
     if spec.get("learning_rate") is not None:
         o.append(f"grpo.learning_rate={spec['learning_rate']}")
     if spec.get("gradient_checkpointing") is not None:
@@ -348,8 +355,15 @@ def worker_bare(spec: dict[str, Any]) -> dict[str, Any]:
     run_dir = Path(spec["out"]) / "bare"
     cfg = load_config(EXAMPLE, overrides(spec, False, run_dir))
     set_seed(cfg.run.seed)
+    cb: dict[str, Any] = {}
+    if spec.get("generation") == "continuous":  # TRL's own continuous batching, with our settings
+        from rl.continuous import cb_kwargs
+
+        cb = dict(use_transformers_continuous_batching=True,
+                  transformers_continuous_batching_config=cb_kwargs(cfg.rollout.hf_continuous_batching,
+                                                                    "cuda" if torch.cuda.is_available() else "cpu"))
     args = to_grpo_config(cfg, output_dir=str(run_dir), report_to="none", disable_tqdm=True,
-                          shuffle_dataset=False, save_strategy="no")
+                          shuffle_dataset=False, save_strategy="no", **cb)
     dtype = cfg.model.dtype if cfg.model.dtype != "auto" else ("bfloat16" if args.bf16 else "float32")
     args.model_init_kwargs = {**(args.model_init_kwargs or {}), "dtype": dtype}  # as rl.trainer.build_trainer
     tok = AutoTokenizer.from_pretrained(spec["model_dir"])
@@ -383,6 +397,19 @@ def worker_bare(spec: dict[str, Any]) -> dict[str, Any]:
         return out
 
     model.generate = timed_generate  # the instance TRL's unwrap_model_for_generation hands back
+    orig_batch = model.generate_batch
+
+    def timed_generate_batch(inputs: list[list[int]], *a: Any, **kw: Any) -> Any:
+        t = time.perf_counter()
+        out = orig_batch(inputs, *a, **kw)
+        _sync()
+        gen_calls.append({"step": CURRENT_STEP[0], "n": len(inputs), "s": time.perf_counter() - t,
+                          "prompt_width": max(len(x) for x in inputs), "max_new": trainer.max_completion_length,
+                          "decoded": max((len(o.generated_tokens) for o in out.values()), default=0),
+                          "tokens": sum(len(o.generated_tokens) for o in out.values())})
+        return out
+
+    model.generate_batch = timed_generate_batch  # TRL's continuous-batching path
     prompt_lens: list[int] = []
     orig_tok = trainer._tokenize_prompts
 
@@ -645,11 +672,11 @@ def run(args: argparse.Namespace, result: dict[str, Any]) -> None:
         "steps_total": steps_total, "max_completion_length": args.max_completion_length, "batch": args.batch,
         "num_generations": args.num_generations, "seed": args.seed, "bare_prompts": args.bare_prompts,
         "learning_rate": args.learning_rate if args.learning_rate is not None else (1e-6 if model_kind != "tiny" else None),
-        "gradient_checkpointing": args.gradient_checkpointing,
+        "gradient_checkpointing": args.gradient_checkpointing, "generation": args.generation,
     }
     result["config"] = {k: spec[k] for k in ("steps_total", "max_completion_length", "batch", "num_generations",
                                             "seed", "bare_prompts", "learning_rate", "gradient_checkpointing")}
-    result["config"].update(steps_timed=args.steps, warmup_steps=1, tasks=args.tasks, generation="transformers",
+    result["config"].update(steps_timed=args.steps, warmup_steps=1, tasks=args.tasks, generation=f"transformers ({args.generation} batches)",
                             paired=args.paired, single_turn=args.single_turn,
                             example=str(EXAMPLE.relative_to(ROOT)))
 
@@ -799,6 +826,10 @@ def main() -> int:
                          "single-turn variant) at once, taking their steps in turn, so that a shared machine's "
                          "background load hits them alike (default: on without CUDA unless --quick; two 0.5B "
                          "trainers do not fit one GPU)")
+    ap.add_argument("--generation", choices=["padded", "continuous"], default=None,
+                    help="transformers generation on both sides: padded model.generate batches, or continuous "
+                         "batching (ours: rollout.hf_generation=continuous; bare TRL: its "
+                         "use_transformers_continuous_batching, same settings). Default: continuous with CUDA")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--worker-timeout", type=float, default=3600.0, help="seconds per trainer subprocess")
     ap.add_argument("--worker", choices=["ours", "ours_paired", "ours_1turn", "ours_vllm", "bare"], default=None, help=argparse.SUPPRESS)
@@ -812,10 +843,12 @@ def main() -> int:
     args.tasks = args.tasks or (4 if q else 8)
     args.vllm = (not q) if args.vllm is None else args.vllm
     args.single_turn = (not q) if args.single_turn is None else args.single_turn
-    if args.paired is None:
+    if args.paired is None or args.generation is None:
         import torch
 
-        args.paired = not q and not torch.cuda.is_available()
+        cuda = torch.cuda.is_available()
+        args.paired = (not q and not cuda) if args.paired is None else args.paired
+        args.generation = args.generation or ("continuous" if cuda else "padded")
     if args.steps < 1 or args.batch < 1 or args.tasks < 1 or args.max_completion_length < 1:
         ap.error("--steps, --batch, --tasks and --max-completion-length must be >= 1")
     if args.batch % args.num_generations:

@@ -29,7 +29,7 @@ from typing import Any
 
 from rl.rollout import GenRequest, GenResult, RolloutError, Sampling
 
-__all__ = ["CB_DEFAULTS", "ContinuousHFGenerator", "ContinuousSession", "check_cb_config"]
+__all__ = ["CB_DEFAULTS", "ContinuousHFGenerator", "ContinuousSession", "cb_kwargs", "check_cb_config"]
 
 # transformers' ContinuousBatchingConfig keywords we set unless the config does. max_memory_percent:
 # the KV cache takes this share of free GPU memory for the session (transformers' 0.9 would leave
@@ -52,6 +52,19 @@ def check_cb_config(cb_config: dict[str, Any]) -> None:
     if unknown:
         raise ValueError(f"hf_continuous_batching: unknown or reserved keys {unknown}; "
                          f"ContinuousBatchingConfig takes {sorted(known)}")
+
+
+def cb_kwargs(cb_config: dict[str, Any], device_type: str) -> dict[str, Any]:
+    """ContinuousBatchingConfig keywords: ours over :data:`CB_DEFAULTS`, and without CUDA a fixed
+    KV cache (transformers would size it from system RAM). bench/train_step.py gives TRL's own
+    continuous batching the same."""
+    check_cb_config(cb_config)
+    kw = {**CB_DEFAULTS, **cb_config}
+    if device_type != "cuda" and "num_blocks" not in cb_config:
+        kw.setdefault("num_blocks", math.ceil(CPU_KV_TOKENS / int(kw.get("block_size", 256))))
+        kw.setdefault("max_batch_tokens", 4096)
+        kw.pop("max_memory_percent", None)
+    return kw
 
 
 class ContinuousSession:
@@ -126,7 +139,7 @@ class ContinuousHFGenerator:
         self.sampling = sampling
         self.eos_ids = list(eos_ids)
         self.context_limit = context_limit
-        self.cb_config = {**CB_DEFAULTS, **(cb_config or {})}
+        self.cb_config = dict(cb_config or {})
 
     def _configs(self, model: Any, seed: int | None) -> tuple[Any, Any]:
         from transformers import GenerationConfig
@@ -139,13 +152,7 @@ class ContinuousHFGenerator:
                                max_new_tokens=max(1, self.context_limit // 2),
                                **({} if greedy else dict(temperature=s.temperature, top_p=s.top_p,
                                                          top_k=s.top_k or None)))
-        check_cb_config(self.cb_config)
-        kw = dict(self.cb_config)
-        if model.device.type != "cuda" and "num_blocks" not in kw:
-            block = int(kw.get("block_size", 256))
-            kw.setdefault("num_blocks", math.ceil(CPU_KV_TOKENS / block))
-            kw.setdefault("max_batch_tokens", 4096)
-            kw.pop("max_memory_percent", None)
+        kw = cb_kwargs(self.cb_config, model.device.type)
         # unsupported logits processors raise rather than being dropped: samples must follow the config
         cb = ContinuousBatchingConfig(return_logprobs=True, seed=seed, drop_unsupported_processors=False, **kw)
         return gen, cb
