@@ -24,8 +24,11 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
-# The GPU machine runs these (no vLLM there; local bubblewrap sandboxes): `--set` adds them.
-GPU_OVERRIDES = ["train.rollout.use_vllm=false", "train.rollout.sandbox_backend=local"]
+# The GPU machine runs these (no vLLM there; local bubblewrap sandboxes): `--set` adds them. Padded
+# generation: a study runs several trainers on one GPU, and each continuous-batching session would
+# reserve half the free memory for its KV cache (and padded batches reproduce from their seeds).
+GPU_OVERRIDES = ["train.rollout.use_vllm=false", "train.rollout.sandbox_backend=local",
+                 "train.rollout.hf_generation=padded"]
 
 
 def add_run_options(ap: Any, *, workers_help: str, save_help: str) -> None:

@@ -31,6 +31,9 @@ peak memory of one is not the other's and neither inherits the other's threads o
   waits for each turn's slowest sequence). continuous: transformers' continuous batching (ours:
   rl.continuous, an episode's next turn joins the running batch; bare TRL: its own
   use_transformers_continuous_batching), with the same ContinuousBatchingConfig.
+* bare_padded (--generation continuous, not --quick; --bare-padded/--no-bare-padded): bare TRL
+  again with its default padded model.generate, so ours is also compared with the fastest bare
+  baseline: overhead_per_generated_token_vs_bare_trl_padded.
 * single-turn (not --quick; --single-turn/--no-single-turn): ours again with rollout.max_turns=1,
   so every episode is one model turn and every step one generate call, as in bare TRL. Ours vs
   bare then differs only by our machinery (sandboxed episodes, rewards, GenerationBatcher,
@@ -343,7 +346,7 @@ def trivial_reward(completions: list[Any], **_: Any) -> list[float]:
     return out
 
 
-def worker_bare(spec: dict[str, Any]) -> dict[str, Any]:
+def worker_bare(spec: dict[str, Any], name: str = "bare") -> dict[str, Any]:
     import datasets
     import torch
     from transformers import AutoTokenizer, set_seed
@@ -352,7 +355,7 @@ def worker_bare(spec: dict[str, Any]) -> dict[str, Any]:
     from rl.config import load_config, to_grpo_config
     from synth.tasks import load_tasks
 
-    run_dir = Path(spec["out"]) / "bare"
+    run_dir = Path(spec["out"]) / name
     cfg = load_config(EXAMPLE, overrides(spec, False, run_dir))
     set_seed(cfg.run.seed)
     cb: dict[str, Any] = {}
@@ -437,6 +440,8 @@ def worker_main(kind: str, spec_path: str) -> int:
             res = worker_ours(spec, use_vllm=False, name=kind.replace("_", "-"))
         elif kind == "ours_1turn":
             res = worker_ours(spec, use_vllm=False, max_turns=1, name="ours-1turn")
+        elif kind == "bare_padded":
+            res = worker_bare({**spec, "generation": "padded"}, name="bare-padded")
         elif kind == "ours_vllm":
             res = worker_ours(spec, use_vllm=True, name="ours-vllm")
         else:
@@ -720,6 +725,8 @@ def run(args: argparse.Namespace, result: dict[str, Any]) -> None:
         side("bare", "bare_trl")
         if args.single_turn:
             side("ours_1turn", "ours_single_turn")
+    if args.generation == "continuous" and args.bare_padded:
+        side("bare_padded", "bare_trl_padded")
     if args.vllm and not cuda:
         import importlib.util
 
@@ -746,6 +753,11 @@ def run(args: argparse.Namespace, result: dict[str, Any]) -> None:
             ratios = [x / y for x, y in zip(o["s_per_1k_generated_tokens_by_step"],
                                              b["s_per_1k_generated_tokens_by_step"], strict=False)]
             result["overhead_per_generated_token_paired_median"] = r(statistics.median(ratios) - 1, 4)
+        bp = sides.get("bare_trl_padded")
+        if bp:  # the fastest bare TRL: its default padded generate
+            result["bare_trl_padded_tokens_per_s"] = bp["tokens_per_s"]
+            result["overhead_per_generated_token_vs_bare_trl_padded"] = r(
+                o["s_per_1k_generated_tokens"] / bp["s_per_1k_generated_tokens"] - 1, 4)
         st = sides.get("ours_single_turn")
         if st:
             result["single_turn_tokens_per_s"] = st["tokens_per_s"]
@@ -794,7 +806,8 @@ KEYS = ("device", "model", "backend", "quick", "model_params", "tokens_per_s", "
         "overhead_per_generated_token_paired_median", "single_turn_overhead_vs_bare_trl",
         "single_turn_overhead_per_generated_token", "single_turn_overhead_per_generated_token_paired_median",
         "rollout_s", "generate_s", "bare_trl_generate_s",
-        "tokens_per_s_vllm", "target", "meets_target")
+        "tokens_per_s_vllm", "bare_trl_padded_tokens_per_s", "overhead_per_generated_token_vs_bare_trl_padded",
+        "target", "meets_target")
 
 
 def main() -> int:
@@ -830,9 +843,12 @@ def main() -> int:
                     help="transformers generation on both sides: padded model.generate batches, or continuous "
                          "batching (ours: rollout.hf_generation=continuous; bare TRL: its "
                          "use_transformers_continuous_batching, same settings). Default: continuous with CUDA")
+    ap.add_argument("--bare-padded", action=argparse.BooleanOptionalAction, default=None,
+                    help="with --generation continuous, also time bare TRL with its default padded generate, the "
+                         "fastest bare baseline (default: on unless --quick)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--worker-timeout", type=float, default=3600.0, help="seconds per trainer subprocess")
-    ap.add_argument("--worker", choices=["ours", "ours_paired", "ours_1turn", "ours_vllm", "bare"], default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--worker", choices=["ours", "ours_paired", "ours_1turn", "ours_vllm", "bare", "bare_padded"], default=None, help=argparse.SUPPRESS)
     ap.add_argument("--spec", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -843,6 +859,7 @@ def main() -> int:
     args.tasks = args.tasks or (4 if q else 8)
     args.vllm = (not q) if args.vllm is None else args.vllm
     args.single_turn = (not q) if args.single_turn is None else args.single_turn
+    args.bare_padded = (not q) if args.bare_padded is None else args.bare_padded
     if args.paired is None or args.generation is None:
         import torch
 
