@@ -97,3 +97,18 @@ def test_bench_k8s_plan_prints_one_json_line_last():
     assert result["target_concurrent_sandboxes"] == 10_000 and result["pods"] >= 10_000
     assert result["nodes"] * result["pods_per_node"] >= result["pods"]
     assert result["api_requests_per_start"] > 0 and result["exec_streams_open"] == 10_000
+
+
+def test_bench_continuous_batching_quick_prints_one_json_line_last():
+    """bench/continuous_batching.py --quick: padded generate vs continuous batching, tiny model (CPU here)."""
+    pytest.importorskip("transformers")
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "continuous_batching.py"), "--quick", "--model", "tiny"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    assert result["errors"] == {} and result["model"] == "tiny"
+    assert {"padded", "cb_no_graphs"} <= set(result["median_s"])
+    assert result["vs_padded"]["padded"] == 1.0
+    assert result["vs_padded"]["cb_no_graphs"] == pytest.approx(
+        result["median_s"]["cb_no_graphs"] / result["median_s"]["padded"], abs=2e-3)
+    assert all(v > 0 for v in result["tokens_per_s"].values())
