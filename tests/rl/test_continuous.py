@@ -190,3 +190,25 @@ def test_unsupported_sampling_is_refused(tiny):
     with pytest.raises(RolloutError, match="repetition_penalty"):
         ContinuousHFGenerator(lambda: model, tok, Sampling(repetition_penalty=1.1), eos_ids=_eos(tok),
                               context_limit=2048)
+
+
+def test_dojo_train_steps_with_continuous_batching(tmp_path, caplog):
+    """The trainer end to end on the path the GPU machine takes (no vLLM): TRL's GRPOTrainer with our
+    rollout_func generating through continuous batching."""
+    import json
+    import logging
+
+    pytest.importorskip("trl")
+    from rl.trainer import train
+
+    cfg = load_config("examples/train_tiny.yaml", [
+        f"run.output_dir={tmp_path}", "data.synthesize=4", "rollout.use_vllm=false", "rollout.hf_generation=continuous",
+        "grpo.max_steps=2", "grpo.per_device_train_batch_size=8", "grpo.num_generations=4",
+        "grpo.max_completion_length=48", f"rollout.sandbox_backend={any_backend()}", "run.logging=[]"])
+    with caplog.at_level(logging.INFO, logger="tooldojo.rl"):
+        res = train(cfg, run_dir=tmp_path, progress=False)
+    assert res.steps == 2
+    assert any("continuous batches" in r.getMessage() for r in caplog.records)
+    rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    steps = [r for r in rows if "reward" in r]
+    assert len(steps) == 2 and all(r["rollout/generate_s"] > 0 and r["completions/mean_length"] > 0 for r in steps)
