@@ -20,8 +20,10 @@ Threads: the pool, the episodes and the rewards live on an event loop in a helpe
 anyio blocking portal). Generation stays on the trainer's thread: episodes put their requests on
 a queue and :class:`GenerationBatcher` answers them in batches (it waits until every live
 episode is waiting, or ``max_wait_s``), one ``LLM.generate`` call per batch, as TRL's own tool
-loop does. A generation failure fails the whole rollout call (after every episode has ended and
-returned its sandbox): training must not go on on empty episodes.
+loop does. Without vLLM, on a GPU, rl.continuous's generator streams instead: each request joins a
+running continuous batch as it arrives (``rollout.hf_generation``). A generation failure fails the
+whole rollout call (after every episode has ended and returned its sandbox): training must not go
+on on empty episodes.
 """
 
 from __future__ import annotations
