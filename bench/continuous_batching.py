@@ -57,7 +57,7 @@ def main() -> int:
     cuda = torch.cuda.is_available()
     kind = args.model or ("0.5b" if cuda else "tiny")
     if kind == "0.5b":
-        import train_step
+        from bench import train_step
 
         model_dir = train_step.build_05b_model(Path(args.out) / "model-0.5b")
     else:
