@@ -35,7 +35,7 @@ __all__ = ["CB_DEFAULTS", "ContinuousHFGenerator", "ContinuousSession", "cb_kwar
 # the KV cache takes this share of free GPU memory for the session (transformers' 0.9 would leave
 # none for the backward pass; TRL uses 0.5 for the same reason). CUDA graphs: without them a decode
 # step is launch-bound; measured on the H100 (0.49B, 16 x ~1,100-token prompts, 128 new tokens),
-# padded generate 3.5 s, continuous batching 11-12 s without graphs, 4.5 s with graphs captured
+# padded generate 5.25 s, continuous batching 16.2 s without graphs, 5.14 s with graphs captured
 # afresh each session (bench/results/continuous_batching_h100.json, from bench/continuous_batching.py).
 CB_DEFAULTS: dict[str, Any] = {"max_memory_percent": 0.5, "use_cuda_graph": True}
 OWN_KEYS = ("return_logprobs", "seed", "drop_unsupported_processors")  # set per session, not configurable
