@@ -189,6 +189,10 @@ class RolloutConfig(_Section):
     system_prompt: Literal["policy", "brief"] = Field(
         "policy", description="the agent's system prompt: the domain policy, or one sentence (tiny models)")
     save_episodes: bool = Field(True, description="write every step's episodes to <run>/episodes/step-N.jsonl")
+    dynamic_sampling: int = Field(
+        0, ge=0, description="rounds of DAPO-style dynamic sampling: a group whose rewards are all equal (no "
+                             "gradient) is replaced by a varying group of another task; 0: off. The logged reward "
+                             "is then that of the groups trained on, not of the sampled tasks")
     hf_generation: Literal["auto", "padded", "continuous"] = Field(
         "auto", description="without vLLM: padded model.generate batches, or transformers' continuous batching "
                             "(an episode's next turn joins the running batch); auto: continuous on CUDA")

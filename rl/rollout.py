@@ -538,6 +538,7 @@ class MultiTurnRollout:
         episodes_dir: str | Path | None = None,
         hf_generation: str = "auto",
         hf_continuous_batching: dict[str, Any] | None = None,
+        dynamic_sampling: int = 0,
     ):
         from sandboxes import SandboxConfig
         from synth.usersim import ScriptedUser
@@ -566,6 +567,9 @@ class MultiTurnRollout:
             raise ValueError(f"hf_generation must be auto, padded or continuous, not {hf_generation!r}")
         self.hf_generation = hf_generation
         self.hf_continuous_batching = dict(hf_continuous_batching or {})
+        if dynamic_sampling < 0:
+            raise ValueError(f"dynamic_sampling must be >= 0, not {dynamic_sampling}")
+        self.dynamic_sampling = dynamic_sampling
         self._portal_cm = None
         self.portal = None
         self.pool = None
@@ -673,25 +677,52 @@ class MultiTurnRollout:
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
         tasks = [self.task_of(p) for p in prompts]
-        out = self.run(tasks, self.generator_for(trainer), step=trainer.state.global_step)
+        group = int(getattr(trainer.args, "num_generations", 0) or 0) if self.dynamic_sampling else 0
+        out = self.run(tasks, self.generator_for(trainer), step=trainer.state.global_step, group_size=group)
         metrics = getattr(trainer, "_metrics", {}).get("train" if trainer.model.training else "eval")
         if metrics is not None:
-            for k in ("rollout_s", "generate_s", "mean_batch"):
+            keys = ("rollout_s", "generate_s", "mean_batch") + (("flat_groups", "refilled_groups") if group else ())
+            for k in keys:
                 metrics[f"rollout/{k}"].append(self.stats[k])
             report = getattr(getattr(trainer, "vllm_generation", None), "last_sync_report", None)
             if report is not None:  # rl.vllm_sync's colocate sync, run by TRL just before this call
                 metrics["rollout/vllm_sync_ms"].append(report.ms)
         return out
 
-    def run(self, tasks: Sequence[Task], generator: Generator, *, step: int = 0) -> dict[str, list[Any]]:
+    def run(self, tasks: Sequence[Task], generator: Generator, *, step: int = 0,
+            group_size: int = 0) -> dict[str, list[Any]]:
         """Run one episode per task (in order) and return TRL's rollout dict. Episode ``i`` at
         ``step`` samples with seeds derived from ``(seed, step, i)``: the same step of a resumed
-        run draws the same rollouts."""
+        run draws the same rollouts.
+
+        With ``group_size`` (TRL's num_generations: consecutive runs of that many episodes of one
+        task) and ``dynamic_sampling`` rounds, a group whose rewards are all equal (it has no
+        advantage, so no gradient) is replaced by a group of another training task that does vary,
+        drawn per (seed, step, round), as DAPO's dynamic sampling does. Groups still flat after the
+        last round stay."""
         if self.portal is None:
             raise RolloutError("MultiTurnRollout is not started: use it as a context manager")
-        batcher = GenerationBatcher(generator, max_wait_s=self.max_wait_s, seed=self.episode_seed(step, 0))
         t0 = time.perf_counter()
-        done = self.portal.start_task_soon(self._run_all, list(tasks), batcher, step)
+        stats = {"generate_s": 0.0, "batches": []}
+        episodes = self._episodes(list(tasks), generator, step, 0, stats)
+        flat = refilled = 0
+        if group_size > 1 and self.dynamic_sampling and len(episodes) % group_size == 0:
+            episodes, flat, refilled = self._refill(episodes, generator, step, group_size, stats)
+        wall = time.perf_counter() - t0
+        self.last = episodes
+        if self.episodes_dir is not None:
+            self.save_episodes(episodes, self.episodes_dir / f"step-{step:06d}.jsonl")
+        sampled = sum(sum(e.env_mask) for e in episodes)
+        batches = stats["batches"]
+        self.stats = {"rollout_s": wall, "generate_s": stats["generate_s"], "sampled_tokens": float(sampled),
+                      "batches": float(len(batches)), "mean_batch": sum(batches) / max(1, len(batches)),
+                      "flat_groups": float(flat), "refilled_groups": float(refilled)}
+        return self.to_trl(episodes)
+
+    def _episodes(self, tasks: list[Task], generator: Generator, step: int, first: int,
+                  stats: dict[str, Any]) -> list[EpisodeRollout]:
+        batcher = GenerationBatcher(generator, max_wait_s=self.max_wait_s, seed=self.episode_seed(step, first))
+        done = self.portal.start_task_soon(self._run_all, tasks, batcher, step, first)
         batcher.serve(done)
         try:
             episodes = done.result()
@@ -699,15 +730,46 @@ class MultiTurnRollout:
             raise RolloutError(f"the rollout failed: {e!r}") from (batcher.error or e)
         if batcher.error is not None:
             raise RolloutError(f"generation failed: {batcher.error!r}") from batcher.error
-        wall = time.perf_counter() - t0
-        self.last = episodes
-        if self.episodes_dir is not None:
-            self.save_episodes(episodes, self.episodes_dir / f"step-{step:06d}.jsonl")
-        sampled = sum(sum(e.env_mask) for e in episodes)
-        self.stats = {"rollout_s": wall, "generate_s": batcher.generate_s, "sampled_tokens": float(sampled),
-                      "batches": float(len(batcher.batches)),
-                      "mean_batch": sum(batcher.batches) / max(1, len(batcher.batches))}
-        return self.to_trl(episodes)
+        stats["generate_s"] += batcher.generate_s
+        stats["batches"] += batcher.batches
+        return episodes
+
+    @staticmethod
+    def _flat(group: Sequence[EpisodeRollout]) -> bool:
+        scores = {e.reward for e in group if e.reward is not None}
+        return len(scores) <= 1
+
+    def _refill(self, episodes: list[EpisodeRollout], generator: Generator, step: int, g: int,
+                stats: dict[str, Any]) -> tuple[list[EpisodeRollout], int, int]:
+        """Dynamic sampling: replace flat groups by varying groups of other tasks (see :meth:`run`)."""
+        import random
+
+        groups = [episodes[i:i + g] for i in range(0, len(episodes), g)]
+        flat = [k for k, grp in enumerate(groups) if self._flat(grp)]
+        n_flat, refilled = len(flat), 0
+        used = {e.task_id for e in episodes}
+        first = len(episodes)
+        for rnd in range(self.dynamic_sampling):
+            if not flat:
+                break
+            pool = sorted(tid for tid in self.tasks if tid not in used)
+            if not pool:
+                break
+            rng = random.Random(f"{self.seed}/{step}/{rnd}")
+            picks = rng.sample(pool, min(len(flat), len(pool)))
+            used.update(picks)
+            fresh = self._episodes([self.tasks[t] for t in picks for _ in range(g)], generator, step, first, stats)
+            first += len(fresh)
+            still: list[int] = []
+            for k, new in zip(flat, [fresh[i:i + g] for i in range(0, len(fresh), g)], strict=False):
+                if self._flat(new):
+                    still.append(k)
+                else:
+                    groups[k] = new
+                    refilled += 1
+            still += flat[len(picks):]
+            flat = still
+        return [e for grp in groups for e in grp], n_flat, refilled
 
     @staticmethod
     def save_episodes(episodes: Sequence[EpisodeRollout], path: Path) -> None:
@@ -739,14 +801,15 @@ class MultiTurnRollout:
             return None
         return (self.seed * 1_000_003 + step * 10_007 + index) % (2**31)
 
-    async def _run_all(self, tasks: list[Task], batcher: GenerationBatcher, step: int) -> list[EpisodeRollout]:
+    async def _run_all(self, tasks: list[Task], batcher: GenerationBatcher, step: int,
+                       first: int = 0) -> list[EpisodeRollout]:
         out: list[EpisodeRollout | None] = [None] * len(tasks)
         for _ in tasks:
             batcher.enter()
 
         async def one(i: int, task: Task) -> None:
             try:
-                out[i] = await self._episode(task, batcher, self.episode_seed(step, i))
+                out[i] = await self._episode(task, batcher, self.episode_seed(step, first + i))
             finally:
                 batcher.leave()
 

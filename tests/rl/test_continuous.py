@@ -204,7 +204,8 @@ def test_dojo_train_steps_with_continuous_batching(tmp_path, caplog):
     cfg = load_config("examples/train_tiny.yaml", [
         f"run.output_dir={tmp_path}", "data.synthesize=4", "rollout.use_vllm=false", "rollout.hf_generation=continuous",
         "grpo.max_steps=2", "grpo.per_device_train_batch_size=8", "grpo.num_generations=4",
-        "grpo.max_completion_length=48", f"rollout.sandbox_backend={any_backend()}", "run.logging=[]"])
+        "grpo.max_completion_length=48", f"rollout.sandbox_backend={any_backend()}", "run.logging=[]",
+        "rollout.dynamic_sampling=1"])
     with caplog.at_level(logging.INFO, logger="tooldojo.rl"):
         res = train(cfg, run_dir=tmp_path, progress=False)
     assert res.steps == 2
@@ -212,3 +213,5 @@ def test_dojo_train_steps_with_continuous_batching(tmp_path, caplog):
     rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines() if x.strip()]
     steps = [r for r in rows if "reward" in r]
     assert len(steps) == 2 and all(r["rollout/generate_s"] > 0 and r["completions/mean_length"] > 0 for r in steps)
+    # dynamic sampling ran inside TRL's step: its counts are logged (2 groups of 4 per step)
+    assert all(0 <= r["rollout/refilled_groups"] <= r["rollout/flat_groups"] <= 2 for r in steps)

@@ -247,3 +247,50 @@ def test_reward_func_logs_solved_share_and_lengths_by_outcome():
     assert out == [1.0, 0.5, None]
     assert logged["episode/solved"] == pytest.approx(1 / 3)
     assert logged["episode/len_solved"] == 10 and logged["episode/len_unsolved"] == 40
+
+
+# ------------------------------------------------------------------------ dynamic sampling
+class EvenEpisodesSolve(ScriptedTokenPolicy):
+    """Plays the gold turns of the `solvable` tasks in episodes with an even index, and fails every
+    other episode: a group of consecutive episodes of a solvable task always has reward variance,
+    a group of any other task never does."""
+
+    def __init__(self, tok, solvable):
+        super().__init__(tok, ["I cannot help with that."])
+        self.solvable = list(solvable)
+
+    def generate(self, requests):
+        out = []
+        for r in requests:
+            text = self.tok.decode(r.prompt_ids)
+            k = text.count("<|im_start|>assistant") - 1
+            episode = ((r.seed - k) * pow(1009, -1, 2**31)) % 2**31  # TokenAgent: seed * 1009 + turn
+            task = next((t for t in self.solvable if t.instruction[:40] in text), None)
+            turns = _gold_turns(task) if task is not None and episode % 2 == 0 else self.turns
+            ids = self.tok(turns[min(k, len(turns) - 1)], add_special_tokens=False)["input_ids"] + [self.eot]
+            out.append(GenResult(ids=ids[: r.max_tokens], logprobs=[-0.5] * len(ids[: r.max_tokens])))
+        return out
+
+
+def test_dynamic_sampling_replaces_flat_groups_with_varying_ones(tasks, tiny, backend):
+    tok, _ = tiny
+    solvable = [t for t in tasks if t.gold_actions and not t.needs_user_info]
+    assert len(solvable) >= 3, "the fixture needs three tasks the gold turns solve"
+    flat_task, varying = solvable[0], solvable[1]
+    batch = [flat_task] * 4 + [varying] * 4
+    policy = EvenEpisodesSolve(tok, solvable[1:])  # flat_task: always "I cannot help", always 0
+    with _rollout(tasks, tok, backend, pool_size=4, dynamic_sampling=len(tasks)) as ro:  # rounds to try every task
+        plain = ro.run(batch, policy, step=1)  # no group size: nothing is resampled
+        assert ro.stats["flat_groups"] == 0 and [e.task_id for e in ro.last] == [t.id for t in batch]
+        out = ro.run(batch, policy, step=1, group_size=4)
+        first = [e.task_id for e in ro.last]
+        assert ro.stats["flat_groups"] == 1 and ro.stats["refilled_groups"] == 1
+        again = ro.run(batch, policy, step=1, group_size=4)
+        assert [e.task_id for e in ro.last] == first  # drawn per (seed, step, round)
+        assert ro.pool.leased == 0
+    assert len(set(plain["episode_reward"][:4])) == 1  # the flat group that was replaced
+    new_task = first[0]
+    assert len(set(first[:4])) == 1 and new_task not in (flat_task.id, varying.id)
+    assert len(set(out["episode_reward"][:4])) == 2  # the replacement varies
+    assert first[4:] == [varying.id] * 4 and out["episode_reward"][4:] == plain["episode_reward"][4:]
+    assert out["completion_ids"] == again["completion_ids"]
