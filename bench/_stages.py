@@ -47,6 +47,11 @@ def add_run_options(ap: Any, *, workers_help: str, save_help: str) -> None:
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
 
 
+def run_overrides(args: Any, quick: list[str]) -> list[str]:
+    """A study's overrides of the demo config: its --quick settings, the GPU machine's, then --set's."""
+    return [*(quick if args.quick else []), *(GPU_OVERRIDES if args.gpu else []), *args.overrides]
+
+
 def demo_config(overrides: list[str]) -> Any:
     """The demo's config (its defaults kept) plus ``overrides``."""
     from rl.demo import load_demo_config

@@ -205,8 +205,7 @@ def main() -> int:
 
     console = Console(width=max(120, Console().width))
     seeds = [int(s) for s in (args.seeds or ("0" if args.quick else "0,1")).split(",")]
-    overrides = [*(QUICK if args.quick else []), *(_stages.GPU_OVERRIDES if args.gpu else []), *args.overrides,
-                 f"condition={args.condition}"]
+    overrides = [*_stages.run_overrides(args, QUICK), f"condition={args.condition}"]
     if args.steps or args.quick:
         overrides.append(f"train.grpo.max_steps={args.steps or 3}")
     cfg = _stages.demo_config(overrides)  # a bad override fails here, before anything runs

@@ -204,7 +204,7 @@ def main() -> int:
     seeds = [int(s) for s in (args.seeds or ("0" if args.quick else "0,1,2")).split(",")]
     conditions = (args.conditions or ("all,none" if args.quick else ",".join(DEFAULT_CONDITIONS))).split(",")
     conditions += [c for c in CONTROLS if args.controls and c not in conditions]
-    overrides = [*(QUICK if args.quick else []), *(_stages.GPU_OVERRIDES if args.gpu else []), *args.overrides]
+    overrides = _stages.run_overrides(args, QUICK)
     cpus = os.cpu_count() or 1
     workers = args.workers or max(1, cpus // 2)
     threads = args.threads or max(1, cpus // min(workers, len(seeds) * len(conditions)))

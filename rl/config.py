@@ -198,7 +198,7 @@ class RolloutConfig(_Section):
                             "(an episode's next turn joins the running batch); auto: continuous on CUDA")
     hf_continuous_batching: dict[str, Any] = Field(
         default_factory=dict, description="transformers ContinuousBatchingConfig keywords over rl.continuous's "
-                                          "defaults (max_memory_percent 0.5, no CUDA graphs)")
+                                          "defaults (max_memory_percent 0.5, CUDA graphs)")
     vllm_max_model_length: int | None = Field(None, gt=0, description="vLLM's context; None: the model's")
     vllm_dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="the colocated engine's dtype; auto: the trainer's (float32 on CPU, bf16 on GPU), "
@@ -366,28 +366,32 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str,
 
 
 # ====================================================================== load
+def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
+    """A config file's YAML mapping (an empty file: {}); :class:`ConfigError` saying what is wrong."""
+    import yaml
+
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"cannot read the config file {p}: {e.strerror or e}") from e
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{p} is not valid YAML: {e}") from e
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p} must hold a mapping of sections, not a {type(data).__name__}")
+    return data
+
+
 def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -> TrainConfig:
     """Load a YAML config (or start from nothing when ``path`` is None), apply overrides, validate.
 
     Raises :class:`ConfigError` naming the field on any problem. Touches no model.
     """
-    import yaml
-
-    data: Any = {}
-    if path is not None:
-        p = Path(path)
-        try:
-            text = p.read_text(encoding="utf-8")
-        except OSError as e:
-            raise ConfigError(f"cannot read the config file {p}: {e.strerror or e}") from e
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{p} is not valid YAML: {e}") from e
-        if data is None:
-            data = {}
-        if not isinstance(data, dict):
-            raise ConfigError(f"{p} must hold a mapping of sections, not a {type(data).__name__}")
+    data = read_yaml_mapping(path) if path is not None else {}
     data = apply_overrides(data, list(overrides))
     cfg = validate_config(data)
     _log_loss_setup(cfg)

@@ -27,7 +27,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from rl.rollout import GenRequest, GenResult, RolloutError, Sampling
+from rl.rollout import GenRequest, GenResult, RolloutError, Sampling, cut_at_eos
 
 __all__ = ["CB_DEFAULTS", "ContinuousHFGenerator", "ContinuousSession", "cb_kwargs", "check_cb_config"]
 
@@ -105,7 +105,7 @@ class ContinuousSession:
             req = self.pending.pop(res.request_id, None)
             if req is None:  # not ours (cannot happen with a session per manager): drop it
                 continue
-            if res.error is not None or not res.is_finished() or res.status.name == "FAILED":
+            if res.error is not None or res.status.name != "FINISHED":
                 out.append((res.request_id, RolloutError(f"generation failed: {res.error or res.status.name}")))
                 continue
             out.append((res.request_id, self._result(res, req)))
@@ -120,11 +120,7 @@ class ContinuousSession:
         ids, lps = list(res.generated_tokens)[: req.max_tokens], [float(x) for x in res.logprobs][: req.max_tokens]
         if len(lps) != len(ids):
             raise RolloutError(f"the manager returned {len(ids)} tokens but {len(lps)} log-probs")
-        for j, t in enumerate(ids):
-            if t in self.eos_ids:
-                ids, lps = ids[: j + 1], lps[: j + 1]
-                break
-        return GenResult(ids=ids, logprobs=lps)
+        return cut_at_eos(ids, lps, self.eos_ids)
 
 
 class ContinuousHFGenerator:

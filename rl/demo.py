@@ -32,7 +32,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rl.config import ConfigError, TinyModelParams, _translate, apply_overrides
+from rl.config import ConfigError, TinyModelParams, _translate, apply_overrides, read_yaml_mapping
 from rl.sft import SFTSettings
 
 log = logging.getLogger("tooldojo.rl.demo")
@@ -102,18 +102,7 @@ class DemoResult(BaseModel):
 
 def load_demo_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -> DemoConfig:
     """A YAML file (or nothing) plus ``key=value`` overrides, validated; errors name the field."""
-    import yaml
-
-    data: Any = {}
-    if path is not None:
-        try:
-            data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-        except OSError as e:
-            raise ConfigError(f"cannot read the config file {path}: {e.strerror or e}") from e
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{path} is not valid YAML: {e}") from e
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path} must hold a mapping, not a {type(data).__name__}")
+    data = read_yaml_mapping(path) if path is not None else {}
     # Overrides land on the defaults written out, so `sft.epochs=1` keeps the demo's other SFT settings
     # (validating {"epochs": 1} alone would fall back to SFTSettings' own defaults).
     data = apply_overrides(_merge(DemoConfig().model_dump(), data), list(overrides))

@@ -182,6 +182,14 @@ class VLLMGenerator:
         return results
 
 
+def cut_at_eos(ids: list[int], logprobs: list[float], eos_ids: Sequence[int]) -> GenResult:
+    """The sampled tokens up to and including the first end token (a batch decodes past it)."""
+    for j, t in enumerate(ids):
+        if t in eos_ids:
+            return GenResult(ids=ids[: j + 1], logprobs=logprobs[: j + 1])
+    return GenResult(ids=ids, logprobs=logprobs)
+
+
 class HFGenerator:
     """Generation with transformers' ``generate`` on the training model itself (used when vLLM is
     not installed, e.g. on the GPU machine): left-padded batches, sampling, and the log-probs of
@@ -235,12 +243,8 @@ class HFGenerator:
         new = new.cpu()
         results = []
         for i, r in enumerate(requests):
-            toks, lps = new[i].tolist()[: r.max_tokens], chosen[i].tolist()[: r.max_tokens]
-            for j, t in enumerate(toks):
-                if t in self.eos_ids:
-                    toks, lps = toks[: j + 1], lps[: j + 1]
-                    break
-            results.append(GenResult(ids=toks, logprobs=lps))
+            results.append(cut_at_eos(new[i].tolist()[: r.max_tokens], chosen[i].tolist()[: r.max_tokens],
+                                      self.eos_ids))
         return results
 
 
@@ -316,7 +320,6 @@ class GenerationBatcher:
         pending: dict[str, concurrent.futures.Future] = {}
         with contextlib.ExitStack() as stack:
             session = None
-            t0 = 0.0
             while True:
                 try:
                     item = self._queue.get(timeout=0.02) if not pending else self._queue.get_nowait()
@@ -331,8 +334,7 @@ class GenerationBatcher:
                         continue
                     try:
                         if session is None:
-                            t0 = time.perf_counter()
-                            stack.callback(self._add_generate_s, t0)
+                            stack.callback(self._add_generate_s, time.perf_counter())
                             session = stack.enter_context(self.generator.session(seed=self.seed))
                         pending[session.submit(req)] = fut
                         self.batches.append(len(pending))  # requests in flight at each submission
