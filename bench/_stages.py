@@ -145,7 +145,24 @@ def evaluate(cfg: Any, model: Path, held: list[Any], out_dir: Path, backend: str
         limits=EpisodeLimits(max_turns=ro.max_turns, max_tool_calls=ro.max_tool_calls, max_tokens=10**9),
         system_prompt=ro.system_prompt, backend=backend, seed=cfg.seed + 1, out_dir=out_dir)
     return {"success": ev.success, "greedy_success": ev.greedy_success, "mean_reward": ev.mean_reward,
-            "mean_sampled_tokens": ev.mean_sampled_tokens, "seconds": round(ev.seconds, 1)}
+            "mean_sampled_tokens": ev.mean_sampled_tokens, "seconds": round(ev.seconds, 1),
+            "by_tool": by_gold_tool(held, ev.per_task)}
+
+
+def by_gold_tool(tasks: list[Any], per_task: list[Any]) -> dict[str, dict[str, Any]]:
+    """Held-out success per task family (the tasks' first gold tool): where a policy's successes are,
+    and how many tasks it never solves (no sampled nor greedy success: nothing for RL to reinforce)."""
+    family = {t.id: (t.gold_actions[0].name if t.gold_actions else "none") for t in tasks}
+    out: dict[str, dict[str, Any]] = {}
+    for o in per_task:
+        row = out.setdefault(family[o.task_id], {"tasks": 0, "solved": 0, "samples": 0, "never_solved": 0})
+        row["tasks"] += 1
+        row["solved"] += o.solved
+        row["samples"] += o.samples
+        row["never_solved"] += int(o.solved == 0 and not o.greedy_solved)
+    for row in out.values():
+        row["success"] = round(row.pop("solved") / max(1, row.pop("samples")), 4)
+    return dict(sorted(out.items()))
 
 
 def finite(x: Any) -> bool:

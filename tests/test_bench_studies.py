@@ -86,3 +86,44 @@ def test_length_bias_quick_prints_one_json_line_last(tmp_path):
     assert png.is_file() and png.stat().st_size > 0 and res["plot"] == str(png)
     # both methods trained the one primed checkpoint
     assert res["checkpoint"]["sft_dir"] == str(tmp_path / "work" / "primed" / "sft")
+
+
+@pytest.mark.slow
+def test_rl_budget_quick_prints_one_json_line_last(tmp_path):
+    res = run_quick("rl_budget.py", tmp_path, "--variant", "demo:", "--variant",
+                    "big:train.grpo.per_device_train_batch_size=16;train.grpo.learning_rate=3e-4")
+    assert {"primed", "variants", "settings", "machine", "minutes", "seeds"} <= set(res)
+    assert res["seeds"] == [0] and res["variant_list"] == ["demo", "big"]
+    assert res["variants"]["big"]["overrides"] == ["train.grpo.per_device_train_batch_size=16",
+                                                   "train.grpo.learning_rate=3e-4"]
+    primed = res["primed"]["per_seed"]["0"]
+    assert 0.0 <= primed["sft_success"] <= 1.0 and primed["held_out_tasks"] == 6
+    fams = primed["by_tool"]
+    assert sum(f["tasks"] for f in fams.values()) == 6 and all(0 <= f["never_solved"] <= f["tasks"] for f in fams.values())
+    # the families' success, weighted by their tasks, is the overall success (the same samples per task)
+    assert sum(f["success"] * f["tasks"] for f in fams.values()) / 6 == pytest.approx(primed["sft_success"], abs=1e-3)
+    for name, episodes in (("demo", 2 * 8), ("big", 2 * 16)):
+        row = res["variants"][name]
+        assert row["seeds_ok"] == 1 and row["gain"]["n"] == 1
+        seed = row["per_seed"]["0"]
+        assert seed["grpo_steps"] == 2 and seed["episodes"] == episodes
+        assert row["gain"]["mean"] == pytest.approx(seed["grpo_success"] - primed["sft_success"])
+        assert set(seed["curves"]) == {"episode/solved", "entropy", "completions/mean_length", "frac_reward_zero_std"}
+        assert seed["curves"]["entropy"]["first"] is not None
+        assert set(seed["by_tool"]) == set(fams)
+    # both variants trained the seed's one primed checkpoint, and were evaluated on its held-out tasks
+    work = tmp_path / "work" / "seed-0"
+    assert (work / "sft" / "config.json").is_file() and (work / "eval" / "sft" / "summary.json").is_file()
+    for name in ("demo", "big"):
+        assert (work / name / "grpo" / "final" / "config.json").is_file()
+        assert (work / name / "eval" / "summary.json").is_file() and not (work / name / "sft").exists()
+
+
+def test_rl_budget_refuses_a_bad_variant_before_running(tmp_path):
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "rl_budget.py"), "--quick", "--out", str(tmp_path / "w"),
+                        "--variant", "x:train.grpo.no_such_key=1"], capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "variant x: train.grpo.no_such_key" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "w").exists()
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "rl_budget.py"), "--variant", "no-colon"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "NAME:KEY=VALUE" in r.stderr

@@ -1,0 +1,262 @@
+"""RL-budget sweep: how far Dr. GRPO moves one primed checkpoint, per batch size, learning rate and steps.
+
+    python bench/rl_budget.py [--quick] [--seeds 0,1] [--variant NAME:KEY=VALUE;KEY=VALUE ...]
+                              [--workers N] [--out DIR] [--set KEY=VALUE ...] [--gpu]
+
+The question: what RL budget would `dojo demo` need for its target (held-out success after Dr. GRPO
+15 points above the primed policy), and does a larger step (learning rate) or a larger batch buy it?
+Per seed, one ``prepare`` job builds what every variant shares, with the demo's own stages
+(bench/_stages.py): the tiny base model, the tasks and their held-out split, the priming traces,
+SFT, and the primed policy's held-out evaluation (the baseline, measured in the same run). Then one
+job per (variant, seed) trains Dr. GRPO from that one checkpoint with the variant's overrides of
+the demo config and evaluates the result on the same held-out tasks, with the same seeds.
+
+``--variant`` replaces the default variants (repeatable; overrides separated by ``;``). The LAST
+stdout line is one JSON object: per variant the mean, std (population), min and max over seeds of
+held-out success after GRPO (sampled and greedy) and of the gain over the primed policy, the
+episodes trained on, and from the training log the solved fraction, entropy, mean completion
+length and fraction of flat groups (no gradient) over the first and last quarter of the steps;
+the primed policy per seed; the settings and the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import _common  # noqa: E402  (first: fixes sys.path)
+
+from bench import _stages  # noqa: E402
+
+# The demo's settings, then larger steps and larger batches (40 steps each: episodes = 40 x batch).
+DEFAULT_VARIANTS: dict[str, list[str]] = {
+    "demo": [],
+    "lr3e-4": ["train.grpo.learning_rate=3e-4"],
+    "lr1e-3": ["train.grpo.learning_rate=1e-3"],
+    "b64_lr3e-4": ["train.grpo.per_device_train_batch_size=64", "train.grpo.learning_rate=3e-4"],
+    "b128_lr1e-3": ["train.grpo.per_device_train_batch_size=128", "train.grpo.learning_rate=1e-3"],
+    "b256_lr3e-4": ["train.grpo.per_device_train_batch_size=256", "train.grpo.learning_rate=3e-4"],
+}
+QUICK = ["tasks=24", "held_out=6", "sft.epochs=1", "eval_samples=1", "train.grpo.max_steps=2",
+         "train.grpo.per_device_train_batch_size=8", "train.grpo.num_generations=4",
+         "train.grpo.max_completion_length=64", "train.rollout.use_vllm=false"]
+QUICK_VARIANTS = {"demo": [], "lr3e-4": ["train.grpo.learning_rate=3e-4"]}
+CURVES = ("episode/solved", "entropy", "completions/mean_length", "frac_reward_zero_std")
+
+
+def log(msg: str) -> None:
+    print(f"[rl_budget] {msg}", file=sys.stderr, flush=True)
+
+
+def seed_overrides(seed: int) -> list[str]:
+    return [f"seed={seed}", f"tiny.seed={seed}", f"sft.seed={seed}"]
+
+
+def parse_variant(text: str) -> tuple[str, list[str]]:
+    name, sep, sets = text.partition(":")
+    if not sep or not name.strip():
+        raise SystemExit(f"--variant {text!r}: write NAME:KEY=VALUE;KEY=VALUE (or NAME: for the demo's settings)")
+    return name.strip(), [s.strip() for s in sets.split(";") if s.strip()]
+
+
+# ------------------------------------------------------------------ workers (one subprocess per job)
+
+def worker_prepare(spec: dict[str, Any]) -> dict[str, Any]:
+    """The seed's base model, tasks, priming traces, SFT and the primed policy's evaluation."""
+    out = Path(spec["dir"])
+    cfg = _stages.demo_config([*spec["overrides"], f"out_dir={out}"])
+    backend = _stages.backend_of(cfg, out)
+    t0 = time.perf_counter()
+    base = _stages.build_base(cfg, out)
+    train_tasks, held = _stages.make_tasks(cfg, out, backend)
+    res: dict[str, Any] = {"seed": cfg.seed, "train_tasks": len(train_tasks), "held_out_tasks": len(held),
+                           "backend": backend, "engine": _stages.engine_of(cfg, out)}
+    res.update(_stages.prime_condition(cfg, base, train_tasks, out, backend))
+    t1 = time.perf_counter()
+    ev = _stages.evaluate(cfg, Path(res["sft_dir"]), held, out / "eval" / "sft", backend)
+    res.update(sft_success=ev["success"], sft_greedy_success=ev["greedy_success"], by_tool=ev["by_tool"],
+               minutes={"prime_and_sft": round((t1 - t0) / 60, 2), "eval": round((time.perf_counter() - t1) / 60, 2)})
+    return res
+
+
+def quarters(hist: list[dict[str, Any]], key: str) -> dict[str, float | None]:
+    """The mean of ``key`` over the first and the last quarter of the logged steps."""
+    vals = [h[key] for h in hist if _stages.finite(h.get(key))]
+    if not vals:
+        return {"first": None, "last": None}
+    q = max(1, len(vals) // 4)
+    return {"first": round(sum(vals[:q]) / q, 4), "last": round(sum(vals[-q:]) / q, 4)}
+
+
+def worker_variant(spec: dict[str, Any]) -> dict[str, Any]:
+    """Dr. GRPO from the seed's primed checkpoint with the variant's overrides, then held-out evaluation."""
+    from rl.run import read_metrics_jsonl
+
+    seed_dir, out = Path(spec["seed_dir"]), Path(spec["dir"])
+    cfg = _stages.demo_config([*spec["overrides"], *spec["variant"], f"out_dir={out}"])
+    backend = _stages.backend_of(cfg, out)
+    _train, held = _stages.load_split(seed_dir / "tasks")
+    t0 = time.perf_counter()
+    res: dict[str, Any] = {"variant": spec["name"], "seed": cfg.seed}
+    res.update(_stages.run_grpo(cfg, seed_dir / "tasks", seed_dir / "sft", out / "grpo"))
+    t1 = time.perf_counter()
+    hist = [h for h in read_metrics_jsonl(out / "grpo" / "metrics.jsonl") if "frac_reward_zero_std" in h]
+    g = _stages.grpo_config(cfg, seed_dir / "tasks", seed_dir / "sft", out / "grpo").grpo
+    res["episodes"] = res["grpo_steps"] * g.per_device_train_batch_size * g.gradient_accumulation_steps
+    res["curves"] = {k: quarters(hist, k) for k in CURVES}
+    ev = _stages.evaluate(cfg, Path(res["final_dir"]), held, out / "eval", backend)
+    res.update(grpo_success=ev["success"], grpo_greedy_success=ev["greedy_success"], by_tool=ev["by_tool"],
+               minutes={"grpo": round((t1 - t0) / 60, 2), "eval": round((time.perf_counter() - t1) / 60, 2)})
+    return res
+
+
+def describe(s: dict[str, Any]) -> str:
+    return f"{s['kind']} seed={s['seed']}" + (f" {s['name']}" if s["kind"] == "variant" else "")
+
+
+def worker(spec: dict[str, Any]) -> dict[str, Any]:
+    return (worker_prepare if spec["kind"] == "prepare" else worker_variant)(spec)
+
+
+# ------------------------------------------------------------------ report
+
+def summarize(variants: dict[str, list[str]], prepared: dict[int, dict[str, Any]],
+              runs: dict[tuple[str, int], dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, sets in variants.items():
+        ok = {s: r for (n, s), r in runs.items() if n == name and r.get("ok")}
+        row: dict[str, Any] = {"overrides": sets, "seeds_ok": len(ok)}
+        for m in ("grpo_success", "grpo_greedy_success"):
+            row[m] = _stages.stats([r[m] for r in ok.values()])
+        row["gain"] = _stages.stats([r["grpo_success"] - prepared[s]["sft_success"] for s, r in ok.items()])
+        row["greedy_gain"] = _stages.stats([r["grpo_greedy_success"] - prepared[s]["sft_greedy_success"]
+                                            for s, r in ok.items()])
+        row["per_seed"] = {str(s): {k: r.get(k) for k in ("grpo_success", "grpo_greedy_success", "episodes",
+                                                          "grpo_steps", "first_reward", "final_reward", "curves",
+                                                          "by_tool", "minutes")} for s, r in ok.items()}
+        out[name] = row
+    return out
+
+
+def print_table(result: dict[str, Any], console: Any) -> None:
+    from rich.table import Table
+
+    def fmt(s: dict[str, Any], signed: bool = False) -> str:
+        if s.get("mean") is None:
+            return "-"
+        return f"{s['mean']:+.1%} ± {s['std']:.1%}" if signed else f"{s['mean']:.1%} ± {s['std']:.1%}"
+
+    t = Table(title=f"held-out success after Dr. GRPO from one primed checkpoint per seed "
+                    f"(mean ± std over {len(result['seeds'])} seeds)")
+    for c in ("variant", "episodes", "sampled", "gain", "greedy", "greedy gain", "solved (train) first -> last",
+              "entropy first -> last"):
+        t.add_column(c, justify="left" if c == "variant" else "right")
+    p = result["primed"]
+    t.add_row("primed (SFT, the baseline)", "", fmt(p["sft_success"]), "", fmt(p["sft_greedy_success"]), "", "", "")
+
+    def curve(row: dict[str, Any], key: str) -> str:
+        seeds = list(row["per_seed"].values())
+        f = [s["curves"][key]["first"] for s in seeds if s["curves"][key]["first"] is not None]
+        last = [s["curves"][key]["last"] for s in seeds if s["curves"][key]["last"] is not None]
+        return f"{sum(f) / len(f):.2f} -> {sum(last) / len(last):.2f}" if f and last else "-"
+
+    for name, row in result["variants"].items():
+        eps = {v["episodes"] for v in row["per_seed"].values()}
+        t.add_row(name, ",".join(map(str, sorted(eps))), fmt(row["grpo_success"]), fmt(row["gain"], True),
+                  fmt(row["grpo_greedy_success"]), fmt(row["greedy_gain"], True), curve(row, "episode/solved"),
+                  curve(row, "entropy"))
+    console.print(t)
+
+
+# ------------------------------------------------------------------ main
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="tiny settings (see QUICK), seed 0, two variants")
+    ap.add_argument("--seeds", default=None, help="comma-separated (default 0,1; quick 0)")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE;...",
+                    help="a GRPO variant (repeatable; replaces the defaults: " + ", ".join(DEFAULT_VARIANTS) + ")")
+    _stages.add_run_options(ap, workers_help="jobs at a time (default: cpus // 2, at least 1)",
+                            save_help="also write the JSON here (e.g. bench/results/rl_budget.json)")
+    args = ap.parse_args()
+    if args.worker:
+        return _stages.worker_entry(args.worker, worker)
+
+    from rich.console import Console
+
+    console = Console(width=max(160, Console().width))
+    seeds = [int(s) for s in (args.seeds or ("0" if args.quick else "0,1")).split(",")]
+    variants = (dict(parse_variant(v) for v in args.variant) if args.variant
+                else QUICK_VARIANTS if args.quick else DEFAULT_VARIANTS)
+    overrides = _stages.run_overrides(args, QUICK)
+    from rl.config import ConfigError
+
+    for name, sets in variants.items():  # a bad override fails here, before anything runs
+        try:
+            _stages.demo_config([*overrides, *sets])
+        except ConfigError as e:
+            raise SystemExit(f"rl_budget: variant {name}: {e}") from None
+    cpus = os.cpu_count() or 1
+    workers = args.workers or max(1, cpus // 2)
+    threads = args.threads or max(1, cpus // min(workers, len(seeds) * len(variants)))
+    tmp = args.out is None
+    work = Path(args.out or tempfile.mkdtemp(prefix="rl_budget-"))
+    work.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    result: dict[str, Any] = {"quick": args.quick, "seeds": seeds, "variant_list": list(variants), "errors": {}}
+    log(f"work folder {work}; {len(seeds)} seeds x {len(variants)} variants, {workers} workers x {threads} threads")
+    try:
+        prep_specs = [{"kind": "prepare", "seed": s, "dir": str(work / f"seed-{s}"), "threads": threads,
+                       "overrides": [*overrides, *seed_overrides(s)]} for s in seeds]
+        prepared = dict(zip(seeds, _stages.run_all(__file__, prep_specs, workers, args.job_timeout, describe, log),
+                            strict=True))
+        for s, p in prepared.items():
+            if not p.get("ok"):
+                result["errors"][f"prepare/seed-{s}"] = p.get("error")
+        specs = [{"kind": "variant", "seed": s, "name": n, "variant": sets, "seed_dir": str(work / f"seed-{s}"),
+                  "dir": str(work / f"seed-{s}" / n), "threads": threads, "overrides": [*overrides, *seed_overrides(s)]}
+                 for s in seeds if prepared[s].get("ok") for n, sets in variants.items()]
+        done = _stages.run_all(__file__, specs, workers, args.job_timeout, describe, log)
+        runs = {(sp["name"], sp["seed"]): r for sp, r in zip(specs, done, strict=True)}
+        for (n, s), r in runs.items():
+            if not r.get("ok"):
+                result["errors"][f"{n}/seed-{s}"] = r.get("error")
+                log(f"{n} seed {s} failed; log tail:\n{r.get('log_tail', '')}")
+        ok_prep = {s: p for s, p in prepared.items() if p.get("ok")}
+        result["primed"] = {
+            "per_seed": {str(s): {k: p.get(k) for k in ("sft_success", "sft_greedy_success", "sft_final_loss",
+                                                         "train_tasks", "held_out_tasks", "by_tool", "minutes")}
+                         for s, p in ok_prep.items()},
+            **{k: _stages.stats([p[k] for p in ok_prep.values()]) for k in ("sft_success", "sft_greedy_success")}}
+        result["variants"] = summarize(variants, ok_prep, runs)
+        cfg = _stages.demo_config(overrides)
+        first = next(iter(ok_prep.values()), {})
+        result["settings"] = {
+            "overrides": overrides, "workers": workers, "threads_per_worker": threads,
+            "sandbox_backend": first.get("backend"), "rollout_engine": first.get("engine"),
+            "tasks": cfg.tasks, "held_out": cfg.held_out, "eval_samples": cfg.eval_samples, "condition": cfg.condition,
+            "sft": cfg.sft.model_dump(exclude={"seed"}), "tiny": cfg.tiny.model_dump(exclude={"out_dir", "seed"}),
+            "train": _stages.grpo_config(cfg, work, work, work / "grpo").grpo.model_dump(),
+            "per_seed": "seed, tiny.seed and sft.seed = the seed; every variant of a seed starts from its one checkpoint"}
+        result["machine"] = _stages.machine()
+        result["minutes"] = round((time.perf_counter() - start) / 60, 2)
+        print_table(result, console)
+    finally:
+        if tmp and not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    if args.save:
+        Path(args.save).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.save).write_text(json.dumps(result, indent=2) + "\n")
+    _common.emit(result, head=("quick", "seeds", "variant_list", "minutes"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
