@@ -73,6 +73,8 @@ class DemoConfig(BaseModel):
     tasks: int = Field(700, gt=1, description="single-action tasks to synthesise (train + held-out)")
     held_out: int = Field(40, gt=0)
     distractors: int = Field(1, ge=0, description="tools offered besides the gold one")
+    quote_values: bool = Field(False, description="the user writes string values in quotes (device id: \"LT-3\"), "
+                                                  "so they tokenize as inside the JSON arguments")
     condition: str = Field("all", description="the priming condition (synth.behaviours.CONDITIONS)")
     sft: SFTSettings = Field(default_factory=lambda: SFTSettings(epochs=3, learning_rate=3e-3, batch_size=8))
     eval_samples: int = Field(4, gt=0, description="sampled episodes per held-out task and policy")
@@ -180,7 +182,8 @@ def make_tasks(cfg: DemoConfig, out: Path, backend: str) -> tuple[list[Any], lis
     from synth.tasks import export_tasks, synthesize_tasks
 
     made = synthesize_tasks(cfg.tasks, seed=cfg.seed, domains=cfg.domains, backend=backend,
-                            sandboxes=4, lengths={1: 1.0}, user_info_rate=0.0)
+                            sandboxes=4, lengths={1: 1.0}, user_info_rate=0.0,
+                            quote_values=cfg.quote_values)
     rng = random.Random(cfg.seed)
     tasks = [pick_tools(t, cfg.distractors, rng) for t in made.tasks]
     rng.shuffle(tasks)

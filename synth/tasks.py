@@ -727,7 +727,7 @@ def reference(p: str, bs: list[Binding], steps: list[Step]) -> tuple[str | None,
 
 
 def write_task(steps: list[Step], outputs: list[tuple[str, str, int]], rng: random.Random,
-               needs_user_info: bool) -> Draft:
+               needs_user_info: bool, quote_values: bool = False) -> Draft:
     name = f"{rng.choice(FIRST_NAMES)}"
     persona = f"{name}, {rng.choice(ROLES)}, {rng.choice(STYLES)}."
     # The facts the user knows: every root argument.
@@ -751,7 +751,9 @@ def write_task(steps: list[Step], outputs: list[tuple[str, str, int]], rng: rand
 
     def clause(p: str, v: Any) -> str:
         mentioned.append(fmt(v))
-        return f"{humanize(p)}: {fmt(v)}"
+        # Quoted, a string value is split into the same tokens as inside the call's JSON arguments
+        # (a byte-level BPE glues a leading space to a word: ' LT' here, 'LT' after '"' there).
+        return f'{humanize(p)}: "{v}"' if quote_values and isinstance(v, str) else f"{humanize(p)}: {fmt(v)}"
 
     # Facts needed by reads (identity first), then one goal sentence per write (and a final read).
     final = len(steps) - 1
@@ -908,7 +910,8 @@ class TaskSynthesizer:
     def __init__(self, pool: Any, *, seed: int = 0, domains: Sequence[str] | None = None,
                  domain_seeds: int = DOMAIN_SEEDS, llm: JsonLLM | None = None,
                  progress: Callable[[str, int, int], None] | None = None,
-                 lengths: dict[int, float] | None = None, user_info_rate: float = 0.35):
+                 lengths: dict[int, float] | None = None, user_info_rate: float = 0.35,
+                 quote_values: bool = False):
         from toolzoo.domains import load_domain
 
         lengths = dict(LENGTH_WEIGHTS if lengths is None else lengths)
@@ -919,6 +922,7 @@ class TaskSynthesizer:
             raise ValueError(f"user_info_rate must be in [0, 1], got {user_info_rate}")
         self.lengths = lengths
         self.user_info_rate = user_info_rate
+        self.quote_values = quote_values
 
         names = check_domains(domains)
         self.pool = pool
@@ -991,11 +995,11 @@ class TaskSynthesizer:
             can_hold = any(isinstance(v, str) and len(v) >= 2 for st in steps for v in st.root.values())
             needs = can_hold and rng.random() < self.user_info_rate
             state = rng.getstate()
-            draft = write_task(steps, outputs, rng, needs)
+            draft = write_task(steps, outputs, rng, needs, self.quote_values)
             if needs and (not draft.withheld or any(w in draft.instruction for w in draft.withheld)):
                 needs = False  # what would be held back shows anyway (e.g. "WEB" in "WEB-1")
                 rng.setstate(state)
-                draft = write_task(steps, outputs, rng, needs)
+                draft = write_task(steps, outputs, rng, needs, self.quote_values)
             echoed = [o for o in outputs if o[1] in draft.body]
             if echoed:  # an expected output the instruction already says (e.g. in a row description)
                 outputs = [o for o in outputs if o not in echoed]
@@ -1004,7 +1008,7 @@ class TaskSynthesizer:
                     self._gen_fail[reason] += 1
                     continue
                 rng.setstate(state)
-                draft = write_task(steps, outputs, rng, needs)
+                draft = write_task(steps, outputs, rng, needs, self.quote_values)
             instruction, persona, provenance = draft.instruction, draft.persona, "template"
             if self.llm is not None:
                 try:
@@ -1153,11 +1157,13 @@ async def validate_tasks(tasks: Sequence[Task], pool: Any) -> tuple[list[Task], 
 def synthesize_tasks(n: int, *, seed: int = 0, domains: Sequence[str] | None = None, backend: str = "auto",
                      sandboxes: int = 4, domain_seeds: int = DOMAIN_SEEDS, llm: JsonLLM | None = None,
                      progress: Callable[[str, int, int], None] | None = None,
-                     lengths: dict[int, float] | None = None, user_info_rate: float = 0.35) -> TaskSynthesis:
+                     lengths: dict[int, float] | None = None, user_info_rate: float = 0.35,
+                     quote_values: bool = False) -> TaskSynthesis:
     """Make n replay-validated tasks (fewer only if generation keeps failing; see result.dropped).
 
     ``lengths`` weighs how many gold actions a task plans (default ``LENGTH_WEIGHTS``; pruning can
-    make it shorter); ``user_info_rate`` is the share of tasks that hold details back for the user."""
+    make it shorter); ``user_info_rate`` is the share of tasks that hold details back for the user;
+    ``quote_values`` writes the request's string values in double quotes (``device id: "LT-3"``)."""
     from sandboxes import SandboxConfig, SandboxPool
 
     if n < 1:
@@ -1169,7 +1175,8 @@ def synthesize_tasks(n: int, *, seed: int = 0, domains: Sequence[str] | None = N
     async def go() -> TaskSynthesis:
         async with SandboxPool(SandboxConfig(backend=backend), size=sandboxes) as pool:  # type: ignore[arg-type]
             synth = TaskSynthesizer(pool, seed=seed, domains=domains, domain_seeds=domain_seeds, llm=llm,
-                                    progress=progress, lengths=lengths, user_info_rate=user_info_rate)
+                                    progress=progress, lengths=lengths, user_info_rate=user_info_rate,
+                                    quote_values=quote_values)
             return await synth.run(n)
 
     return anyio.run(go)

@@ -232,3 +232,23 @@ def test_cli_end_to_end(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=120, env=env)
     lines = [x for x in bad.stderr.splitlines() if x.strip()]
     assert bad.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: unknown domain")
+
+
+def test_quote_values_quotes_the_string_values_and_changes_nothing_else() -> None:
+    """quote_values: the same tasks (same seed), with each string value of the request in double
+    quotes, so a byte-level BPE splits it as inside the JSON arguments of the gold call."""
+    ok, why = backend_status("local")
+    if not ok:
+        pytest.skip(f"local backend unavailable: {why}")
+    kw = dict(seed=3, domains=["home_devices"], backend="local", sandboxes=2, lengths={1: 1.0}, user_info_rate=0.0)
+    plain, quoted = synthesize_tasks(12, **kw).tasks, synthesize_tasks(12, quote_values=True, **kw).tasks
+    assert [t.gold_actions for t in plain] == [t.gold_actions for t in quoted]
+    assert [t.final_state_hash for t in plain] == [t.final_state_hash for t in quoted]
+    n_quoted = 0
+    for p, q in zip(plain, quoted, strict=True):
+        strings = [v for a in q.gold_actions for v in a.arguments.values() if isinstance(v, str)]
+        for v in strings:
+            assert f'"{v}"' in q.instruction and f'"{v}"' not in p.instruction
+            n_quoted += 1
+        assert q.instruction.replace('"', "") == p.instruction  # only the quotes differ
+    assert n_quoted > 0
