@@ -66,9 +66,8 @@ class DemoConfig(BaseModel):
     seed: int = 0
     tiny: TinyModelParams = Field(default_factory=lambda: TinyModelParams(hidden=128, layers=2, heads=4))
     # home_devices: the scene tasks (two ids, SC-1 and SC-2) are learned within minutes; device ids and
-    # values (LT-3, heat, 13) mostly are not, since the BPE splits them one way in the user's text
-    # (" L", "T") and another inside the JSON arguments ("L", "T"); retail or library ids (O-1005,
-    # B-210) are not learned at all in this budget
+    # values (LT-3, heat, 13) mostly are not, quoted or not (bench/results/efficacy_studies_h100.md);
+    # retail or library ids (O-1005, B-210) are not learned at all in this budget
     domains: list[str] = Field(default_factory=lambda: ["home_devices"])
     tasks: int = Field(700, gt=1, description="single-action tasks to synthesise (train + held-out)")
     held_out: int = Field(40, gt=0)

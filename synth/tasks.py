@@ -752,7 +752,7 @@ def write_task(steps: list[Step], outputs: list[tuple[str, str, int]], rng: rand
     def clause(p: str, v: Any) -> str:
         mentioned.append(fmt(v))
         # Quoted, a string value is split into the same tokens as inside the call's JSON arguments
-        # (a byte-level BPE glues a leading space to a word: ' LT' here, 'LT' after '"' there).
+        # (Qwen2's pre-tokenizer glues a leading space to a word: ' LT' here, 'LT' after '"' there).
         return f'{humanize(p)}: "{v}"' if quote_values and isinstance(v, str) else f"{humanize(p)}: {fmt(v)}"
 
     # Facts needed by reads (identity first), then one goal sentence per write (and a final read).
