@@ -165,6 +165,41 @@ def by_gold_tool(tasks: list[Any], per_task: list[Any]) -> dict[str, dict[str, A
     return dict(sorted(out.items()))
 
 
+def seed_overrides(seed: int) -> list[str]:
+    """A study's per-seed overrides: the demo, the tiny model's init and SFT all take the seed."""
+    return [f"seed={seed}", f"tiny.seed={seed}", f"sft.seed={seed}"]
+
+
+def record_failures(result: dict[str, Any], runs: dict[tuple[str, int], dict[str, Any]],
+                    log: Callable[[str], None]) -> None:
+    """Each failed (name, seed) job into ``result["errors"]``, and its log tail to ``log``."""
+    for (name, seed), r in runs.items():
+        if not r.get("ok"):
+            result["errors"][f"{name}/seed-{seed}"] = r.get("error")
+            log(f"{name} seed {seed} failed; log tail:\n{r.get('log_tail', '')}")
+
+
+def study_settings(overrides: list[str], work: Path, workers: int, threads: int, first: dict[str, Any],
+                   per_seed: str, **extra: Any) -> dict[str, Any]:
+    """What a seeds x jobs study ran with: the overrides, the resolved demo config, the parallelism."""
+    cfg = demo_config(overrides)
+    return {"overrides": overrides, "workers": workers, "threads_per_worker": threads,
+            "sandbox_backend": first.get("backend"), "rollout_engine": first.get("engine"),
+            "tasks": cfg.tasks, "held_out": cfg.held_out, "eval_samples": cfg.eval_samples, **extra,
+            "sft": cfg.sft.model_dump(exclude={"seed"}), "tiny": cfg.tiny.model_dump(exclude={"out_dir", "seed"}),
+            "train": grpo_config(cfg, work, work, work / "grpo").grpo.model_dump(), "per_seed": per_seed}
+
+
+def report(result: dict[str, Any], save: str | None, head: tuple[str, ...]) -> None:
+    """The study's JSON to ``save`` (when given), then as the one line printed last."""
+    from bench._common import emit
+
+    if save:
+        Path(save).parent.mkdir(parents=True, exist_ok=True)
+        Path(save).write_text(json.dumps(result, indent=2) + "\n")
+    emit(result, head=head)
+
+
 def finite(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 

@@ -28,7 +28,6 @@ and per seed); the same figures for solved episodes and the solved fraction; the
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -287,10 +286,7 @@ def main() -> int:
     finally:
         if tmp and not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    if args.save:
-        Path(args.save).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.save).write_text(json.dumps(result, indent=2) + "\n")
-    _common.emit(result, head=("quick", "seeds", "steps", "k", "minutes"))
+    _stages.report(result, args.save, head=("quick", "seeds", "steps", "k", "minutes"))
     return 0
 
 

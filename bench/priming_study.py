@@ -25,7 +25,6 @@ settings (every override) and the machine. ``--controls`` adds ``empty`` and ``l
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -51,10 +50,6 @@ METRICS = ("sft_success", "sft_greedy_success", "grpo_success", "grpo_greedy_suc
 
 def log(msg: str) -> None:
     print(f"[priming_study] {msg}", file=sys.stderr, flush=True)
-
-
-def seed_overrides(seed: int) -> list[str]:
-    return [f"seed={seed}", f"tiny.seed={seed}", f"sft.seed={seed}"]
 
 
 # ------------------------------------------------------------------ workers (one subprocess per job)
@@ -217,32 +212,24 @@ def main() -> int:
     log(f"work folder {work}; {len(seeds)} seeds x {len(conditions)} conditions, {workers} workers x {threads} threads")
     try:
         prep_specs = [{"kind": "prepare", "seed": s, "dir": str(work / f"seed-{s}"), "threads": threads,
-                       "overrides": [*overrides, *seed_overrides(s)]} for s in seeds]
+                       "overrides": [*overrides, *_stages.seed_overrides(s)]} for s in seeds]
         prepared = dict(zip(seeds, _stages.run_all(__file__, prep_specs, workers, args.job_timeout, describe, log), strict=True))
         for s, p in prepared.items():
             if not p.get("ok"):
                 result["errors"][f"prepare/seed-{s}"] = p.get("error")
         cond_specs = [{"kind": "condition", "seed": s, "condition": c, "seed_dir": str(work / f"seed-{s}"),
                        "dir": str(work / f"seed-{s}" / c), "threads": threads,
-                       "overrides": [*overrides, *seed_overrides(s)]}
+                       "overrides": [*overrides, *_stages.seed_overrides(s)]}
                       for s in seeds if prepared[s].get("ok") for c in conditions]
         done = _stages.run_all(__file__, cond_specs, workers, args.job_timeout, describe, log)
         runs = {(sp["condition"], sp["seed"]): r for sp, r in zip(cond_specs, done, strict=True)}
-        for (c, s), r in runs.items():
-            if not r.get("ok"):
-                result["errors"][f"{c}/seed-{s}"] = r.get("error")
-                log(f"{c} seed {s} failed; log tail:\n{r.get('log_tail', '')}")
+        _stages.record_failures(result, runs, log)
         result.update(summarize(conditions, seeds, prepared, runs))
         result["verdict"] = verdict(result["conditions"])
         first = next((p for p in prepared.values() if p.get("ok")), {})
-        cfg = _stages.demo_config(overrides)
-        result["settings"] = {
-            "overrides": overrides, "workers": workers, "threads_per_worker": threads,
-            "sandbox_backend": first.get("backend"), "rollout_engine": first.get("engine"),
-            "tasks": cfg.tasks, "held_out": cfg.held_out, "eval_samples": cfg.eval_samples,
-            "sft": cfg.sft.model_dump(exclude={"seed"}), "tiny": cfg.tiny.model_dump(exclude={"out_dir", "seed"}),
-            "train": _stages.grpo_config(cfg, work, work, work / "grpo").grpo.model_dump(),
-            "per_seed": "seed, tiny.seed and sft.seed = the seed; eval seed = seed + 1"}
+        result["settings"] = _stages.study_settings(
+            overrides, work, workers, threads, first,
+            per_seed="seed, tiny.seed and sft.seed = the seed; eval seed = seed + 1")
         result["machine"] = _stages.machine()
         result["minutes"] = round((time.perf_counter() - start) / 60, 2)
         print_table(result, console)
@@ -253,10 +240,7 @@ def main() -> int:
     finally:
         if tmp and not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    if args.save:
-        Path(args.save).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.save).write_text(json.dumps(result, indent=2) + "\n")
-    _common.emit(result, head=("quick", "seeds", "condition_list", "minutes"))
+    _stages.report(result, args.save, head=("quick", "seeds", "condition_list", "minutes"))
     return 0
 
 

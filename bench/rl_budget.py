@@ -22,7 +22,6 @@ the primed policy per seed; the settings and the machine.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -31,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import _common  # noqa: E402  (first: fixes sys.path)
+import _common  # noqa: E402, F401  (first: fixes sys.path)
 
 from bench import _stages  # noqa: E402
 
@@ -53,10 +52,6 @@ CURVES = ("episode/solved", "entropy", "completions/mean_length", "frac_reward_z
 
 def log(msg: str) -> None:
     print(f"[rl_budget] {msg}", file=sys.stderr, flush=True)
-
-
-def seed_overrides(seed: int) -> list[str]:
-    return [f"seed={seed}", f"tiny.seed={seed}", f"sft.seed={seed}"]
 
 
 def parse_variant(text: str) -> tuple[str, list[str]]:
@@ -214,21 +209,18 @@ def main() -> int:
     log(f"work folder {work}; {len(seeds)} seeds x {len(variants)} variants, {workers} workers x {threads} threads")
     try:
         prep_specs = [{"kind": "prepare", "seed": s, "dir": str(work / f"seed-{s}"), "threads": threads,
-                       "overrides": [*overrides, *seed_overrides(s)]} for s in seeds]
+                       "overrides": [*overrides, *_stages.seed_overrides(s)]} for s in seeds]
         prepared = dict(zip(seeds, _stages.run_all(__file__, prep_specs, workers, args.job_timeout, describe, log),
                             strict=True))
         for s, p in prepared.items():
             if not p.get("ok"):
                 result["errors"][f"prepare/seed-{s}"] = p.get("error")
         specs = [{"kind": "variant", "seed": s, "name": n, "variant": sets, "seed_dir": str(work / f"seed-{s}"),
-                  "dir": str(work / f"seed-{s}" / n), "threads": threads, "overrides": [*overrides, *seed_overrides(s)]}
+                  "dir": str(work / f"seed-{s}" / n), "threads": threads, "overrides": [*overrides, *_stages.seed_overrides(s)]}
                  for s in seeds if prepared[s].get("ok") for n, sets in variants.items()]
         done = _stages.run_all(__file__, specs, workers, args.job_timeout, describe, log)
         runs = {(sp["name"], sp["seed"]): r for sp, r in zip(specs, done, strict=True)}
-        for (n, s), r in runs.items():
-            if not r.get("ok"):
-                result["errors"][f"{n}/seed-{s}"] = r.get("error")
-                log(f"{n} seed {s} failed; log tail:\n{r.get('log_tail', '')}")
+        _stages.record_failures(result, runs, log)
         ok_prep = {s: p for s, p in prepared.items() if p.get("ok")}
         result["primed"] = {
             "per_seed": {str(s): {k: p.get(k) for k in ("sft_success", "sft_greedy_success", "sft_final_loss",
@@ -236,25 +228,17 @@ def main() -> int:
                          for s, p in ok_prep.items()},
             **{k: _stages.stats([p[k] for p in ok_prep.values()]) for k in ("sft_success", "sft_greedy_success")}}
         result["variants"] = summarize(variants, ok_prep, runs)
-        cfg = _stages.demo_config(overrides)
-        first = next(iter(ok_prep.values()), {})
-        result["settings"] = {
-            "overrides": overrides, "workers": workers, "threads_per_worker": threads,
-            "sandbox_backend": first.get("backend"), "rollout_engine": first.get("engine"),
-            "tasks": cfg.tasks, "held_out": cfg.held_out, "eval_samples": cfg.eval_samples, "condition": cfg.condition,
-            "sft": cfg.sft.model_dump(exclude={"seed"}), "tiny": cfg.tiny.model_dump(exclude={"out_dir", "seed"}),
-            "train": _stages.grpo_config(cfg, work, work, work / "grpo").grpo.model_dump(),
-            "per_seed": "seed, tiny.seed and sft.seed = the seed; every variant of a seed starts from its one checkpoint"}
+        result["settings"] = _stages.study_settings(
+            overrides, work, workers, threads, next(iter(ok_prep.values()), {}),
+            per_seed="seed, tiny.seed and sft.seed = the seed; every variant of a seed starts from its one checkpoint",
+            condition=_stages.demo_config(overrides).condition)
         result["machine"] = _stages.machine()
         result["minutes"] = round((time.perf_counter() - start) / 60, 2)
         print_table(result, console)
     finally:
         if tmp and not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    if args.save:
-        Path(args.save).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.save).write_text(json.dumps(result, indent=2) + "\n")
-    _common.emit(result, head=("quick", "seeds", "variant_list", "minutes"))
+    _stages.report(result, args.save, head=("quick", "seeds", "variant_list", "minutes"))
     return 0
 
 
