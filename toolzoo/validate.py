@@ -728,34 +728,85 @@ def validate_tools(
     return anyio.run(run)
 
 
-def load_zoo_lenient(path: Any) -> tuple[Zoo, list[ToolCheck]]:
-    """Load a saved zoo, keeping tools whose spec does not parse out (reported as spec failures)."""
+def zoo_file(path: Any) -> Any:
+    """The zoo.json a path names: the file itself, or zoo.json inside the folder (existing or not)."""
     from pathlib import Path
 
+    p = Path(path)
+    return p if p.suffix == ".json" and not p.is_dir() else p / "zoo.json"
+
+
+_ZOO_SHAPE = 'a zoo is a JSON object {"categories": [...], "domains": [{..., "tools": [...]}], "external": [...]}'
+
+
+def _spec_error(e: Any) -> str:
+    """One line from a pydantic ValidationError that names the key at fault."""
+    first = e.errors(include_url=False)[0]
+    loc = ".".join(str(p) for p in first["loc"])
+    if first["type"] == "extra_forbidden":
+        return f"unknown key {str(first['loc'][-1])!r}" + (f" at {loc}" if len(first["loc"]) > 1 else "")
+    msg = first["msg"].removeprefix("Value error, ")
+    return f"{loc}: {msg}" if loc else msg
+
+
+def _raw_zoo(f: Any) -> dict[str, Any]:
+    """zoo.json parsed, with the shape every later step relies on checked (errors name the file)."""
+    try:
+        raw = json.loads(f.read_text())
+    except UnicodeDecodeError as e:
+        raise SpecError(f"{f} is not a zoo: not UTF-8 text ({e.reason})") from None
+    except ValueError as e:
+        raise SpecError(f"{f} is not valid JSON: {e}") from None
+
+    def kind(v: Any) -> str:
+        return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+            type(v), f"a number ({v})" if isinstance(v, (int, float)) else type(v).__name__)
+
+    if not isinstance(raw, dict):
+        raise SpecError(f"{f}: {_ZOO_SHAPE}; got {kind(raw)}")
+    for key in ("categories", "domains", "external"):
+        if key in raw and not isinstance(raw[key], list):
+            raise SpecError(f"{f}: {key!r} must be a list; got {kind(raw[key])} ({_ZOO_SHAPE})")
+    for i, d in enumerate(raw.get("domains", [])):
+        if not isinstance(d, dict):
+            raise SpecError(f"{f}: domains[{i}] must be a domain object; got {kind(d)} ({_ZOO_SHAPE})")
+        if "tools" in d and not isinstance(d["tools"], list):
+            raise SpecError(f"{f}: domains[{i}].tools must be a list; got {kind(d['tools'])}")
+    return raw
+
+
+def load_zoo_lenient(path: Any) -> tuple[Zoo, list[ToolCheck]]:
+    """Load a saved zoo, keeping tools whose spec does not parse out (reported as spec failures).
+
+    A file that is not a zoo at all (not JSON, the wrong shape, a domain that does not parse)
+    raises SpecError naming the file.
+    """
     from pydantic import ValidationError
 
-    p = Path(path)
-    f = p / "zoo.json" if p.is_dir() else p
-    if not f.exists():
+    f = zoo_file(path)
+    if not f.is_file():
         raise SpecError(f"no zoo at {path}: expected {f} (written by `dojo synth tools` or Zoo.save)")
-    raw = json.loads(f.read_text())
+    raw = _raw_zoo(f)
     bad: list[ToolCheck] = []
 
-    def keep(t: dict, domain: str) -> dict | None:
+    def keep(t: Any, domain: str) -> dict | None:
+        if not isinstance(t, dict):
+            bad.append(ToolCheck(name="?", domain=domain, ok=False, stage="spec",
+                                 reason=f"invalid spec: a tool must be a JSON object, got {json.dumps(t)[:60]}"))
+            return None
         try:
             ToolSpec.model_validate(t)
             return t
         except ValidationError as e:
-            first = e.errors()[0]
             bad.append(ToolCheck(name=str(t.get("name", "?")), domain=domain, ok=False, stage="spec",
-                                 reason=f"invalid spec: {first['msg']}"))
+                                 reason=f"invalid spec: {_spec_error(e)}"))
             return None
 
     clash: list[ToolSpec] = []
     for d in raw.get("domains", []):
         kept, names = [], set()
         for t in d.get("tools", []):
-            if keep(t, d.get("name", "?")) is None:
+            if keep(t, str(d.get("name", "?"))) is None:
                 continue
             if t["name"] in names:  # a Domain refuses duplicate names; validate them as a clash
                 clash.append(ToolSpec.model_validate(t))
@@ -764,7 +815,10 @@ def load_zoo_lenient(path: Any) -> tuple[Zoo, list[ToolCheck]]:
             kept.append(t)
         d["tools"] = kept
     raw["external"] = [t for t in raw.get("external", []) if keep(t, "external") is not None]
-    zoo = Zoo.model_validate(raw)
+    try:
+        zoo = Zoo.model_validate(raw)
+    except ValidationError as e:
+        raise SpecError(f"{f}: {_spec_error(e)}") from None
     if clash:
         for c in clash:
             bad.append(ToolCheck(name=c.name, domain=c.domain, ok=False, stage="spec",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -144,3 +145,46 @@ def test_a_read_tool_that_writes_is_rejected():
     report = run(sneaky, honest)
     assert "declared effect 'read'" in report.result("peek_order").reason
     assert report.result("peek_order_honest").ok
+
+
+# ------------------------------------------------------------------ issue 18: zoo files that are not zoos
+@pytest.mark.parametrize("text,expected", [
+    ('{"domains": 5}', "'domains' must be a list; got a number (5)"),
+    ("[]", "a zoo is a JSON object"),
+    ('{"domains": [5]}', "domains[0] must be a domain object; got a number (5)"),
+    ('{"external": {}}', "'external' must be a list; got an object"),
+    ('{"domains": [{"name": "d", "tools": 3}]}', "domains[0].tools must be a list"),
+    ('{"domains": [{"name": 3, "tools": []}]}', "domains.0.name"),
+    ('{"domains": [], "external": [1, 2', "is not valid JSON: Expecting"),
+])
+def test_cli_validate_names_the_file_and_the_expected_shape(tmp_path, text, expected):
+    from typer.testing import CliRunner
+
+    from tooldojo.cli import app
+
+    (tmp_path / "zoo.json").write_text(text)
+    r = CliRunner().invoke(app, ["zoo", "validate", str(tmp_path)])
+    assert r.exit_code == 1, r.output
+    assert r.output.startswith(f"error: {tmp_path / 'zoo.json'}") and expected in r.output, r.output
+    assert r.output.count("\n") == 1 and "Traceback" not in r.output
+
+
+def test_cli_validate_missing_folder_names_the_file_it_looked_for(tmp_path):
+    from typer.testing import CliRunner
+
+    from tooldojo.cli import app
+
+    r = CliRunner().invoke(app, ["zoo", "validate", str(tmp_path / "nowhere")])
+    assert r.exit_code == 1
+    assert f"expected {tmp_path / 'nowhere' / 'zoo.json'}" in r.output, r.output
+
+
+def test_lenient_load_names_the_unknown_key_of_a_tool_spec(tmp_path):
+    from toolzoo.validate import load_zoo_lenient
+
+    tool = {"name": "ext_tool", "description": "d", "provenance": "mcp", "mcp": {"command": ["srv"]}}
+    (tmp_path / "zoo.json").write_text(json.dumps({"external": [{**tool, "colour": "red"}, tool | {"name": "ok_tool"}]}))
+    zoo, bad = load_zoo_lenient(tmp_path)
+    assert [t.name for t in zoo.external] == ["ok_tool"]
+    (b,) = bad
+    assert b.name == "ext_tool" and b.stage == "spec" and "unknown key 'colour'" in b.reason, b.reason
