@@ -268,9 +268,9 @@ def _annotation_model(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def _model_at(path: Iterable[str | int]) -> type[BaseModel] | None:
-    """The pydantic model a dotted path leads to, if any (list indices are stepped over)."""
-    model: type[BaseModel] | None = TrainConfig
+def _model_at(path: Iterable[str | int], root: type[BaseModel] | None = None) -> type[BaseModel] | None:
+    """The pydantic model a dotted path leads to from `root` (TrainConfig), if any (list indices are stepped over)."""
+    model: type[BaseModel] | None = root or TrainConfig
     for part in path:
         if model is None:
             return None
@@ -290,13 +290,14 @@ def _loc_path(loc: tuple[Any, ...]) -> tuple[str | int, ...]:
     return tuple(p for p in loc if isinstance(p, int) or (p not in _UNION_TAGS and "[" not in str(p)))
 
 
-def _translate(e: ValidationError) -> ConfigError:
+def _translate(e: ValidationError, root: type[BaseModel] | None = None) -> ConfigError:
+    """One ConfigError from a validation error of `root` (TrainConfig; the demo passes DemoConfig)."""
     merged: dict[str, list[str]] = {}
     for err in e.errors(include_url=False):
         path = _loc_path(tuple(err["loc"]))
         dotted = ".".join(map(str, path)) or None
         if err["type"] == "extra_forbidden":
-            parent = _model_at(path[:-1])
+            parent = _model_at(path[:-1], root)
             known = f"; known keys here: {', '.join(parent.model_fields)}" if parent is not None else ""
             reason = f"unknown key{known}"
         elif err["type"] == "missing":

@@ -112,7 +112,7 @@ def load_demo_config(path: str | Path | None = None, overrides: Iterable[str] = 
     try:
         cfg = DemoConfig.model_validate(data)
     except ValidationError as e:
-        raise _translate(e) from None
+        raise _translate(e, DemoConfig) from None
     from synth.behaviours import CONDITIONS
     from synth.tasks import check_domains
 

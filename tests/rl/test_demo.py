@@ -33,6 +33,24 @@ def test_config_errors_name_the_field(tmp_path):
     assert r.returncode == 2 and "sft.epochs" in r.stderr and "Traceback" not in r.stderr
 
 
+def test_unknown_keys_list_the_demo_config_keys(tmp_path):
+    """Issue 18 #3: an unknown demo key lists DemoConfig's keys, not the train config's."""
+    with pytest.raises(ConfigError) as e:
+        load_demo_config(None, ["bogus=1"])
+    msg = str(e.value)
+    assert "bogus" in msg and "held_out" in msg and "distractors" in msg and "grpo" not in msg, msg
+    f = tmp_path / "d.yaml"
+    f.write_text("tasks: 20\ncolour: red\n")
+    with pytest.raises(ConfigError, match="colour: unknown key; known keys here: out_dir, seed, tiny"):
+        load_demo_config(f)
+    with pytest.raises(ConfigError, match="sft.nope: unknown key; known keys here: epochs, learning_rate"):
+        load_demo_config(None, ["sft.nope=1"])
+    with pytest.raises(ConfigError, match=r"train.grpo.nope: unknown key; known keys here: .*max_steps"):
+        load_demo_config(None, ["train.grpo.nope=1"])   # the train section still gets the train config's keys
+    r = subprocess.run([*DOJO, "demo", "bogus=1"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "held_out" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
 def test_overrides_keep_the_other_defaults_of_their_section(tmp_path):
     cfg = load_demo_config(None, ["sft.epochs=1", "tiny.layers=3"])
     default = load_demo_config(None)
