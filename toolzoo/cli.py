@@ -16,6 +16,11 @@ console = Console()
 err_console = Console(stderr=True)
 
 
+EnvOpt = typer.Option(None, "--env", metavar="NAME[=VALUE]", help="environment variable of the --command server (repeatable): NAME passes "
+                      "your $NAME (stored as ${NAME}, never its value); NAME=VALUE stores VALUE as given (it may "
+                      "refer to ${OTHER})")
+
+
 @app.command("import-mcp")
 @one_line_errors
 def import_mcp(
@@ -24,6 +29,7 @@ def import_mcp(
     out: str = typer.Option(..., "--out", help="directory to write the zoo (zoo.json) into"),
     name: str = typer.Option("", "--name", help="domain name for the tools (default: from the server's name)"),
     token: str = typer.Option(None, "--token", help="bearer token sent to the --url server (never stored)"),
+    env: list[str] = EnvOpt,
     timeout: float = typer.Option(30.0, help="seconds to wait for the server"),
 ) -> None:
     """List a real MCP server's tools and save them as a zoo (in `external`)."""
@@ -34,11 +40,13 @@ def import_mcp(
 
     if (command is None) == (url is None):
         raise ValueError("give exactly one of --command or --url")
+    if env and command is None:
+        raise ValueError("--env is for a --command (stdio) server; an HTTP server has its own environment")
     if command is not None:
         argv = shlex.split(command)
         if not argv:
             raise ValueError("--command is empty")
-        source = McpSource(command=argv, server_name=name)
+        source = McpSource(command=argv, server_name=name, env=_env_option(env or []))
     else:
         source = McpSource(url=url, server_name=name)
     headers = {"Authorization": f"Bearer {token}"} if token else None
@@ -56,6 +64,19 @@ def import_mcp(
         table.add_row(t.name, t.effect, params, t.description.strip().splitlines()[0] if t.description.strip() else "")
     console.print(table)
     console.print(f"wrote {path / 'zoo.json'}", highlight=False)
+
+
+def _env_option(items: list[str]) -> dict[str, str]:
+    """--env NAME (a reference to the caller's $NAME, so no value is stored) or --env NAME=VALUE."""
+    from toolzoo.spec import ENV_NAME_RE
+
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not ENV_NAME_RE.match(key):
+            raise ValueError(f"--env {key!r}: give NAME or NAME=VALUE, NAME an environment variable name")
+        out[key] = value if sep else "${" + key + "}"
+    return out
 
 
 @app.command("serve-mcp")

@@ -6,10 +6,15 @@ Import (client side)::
     async with McpClient() as client:
         rt = ToolRuntime(sb, domain, external=specs, mcp_call=client.call)
 
-`McpClient.call` returns the agent-facing outcome of a call: `ToolResult`, or
-`ToolError` for anything the agent should read (an `isError` result is kind
-"tool_failure", a JSON-RPC invalid-params error "invalid_arguments", a call
-over its deadline "timeout"). When the MCP server itself cannot be reached
+`McpClient.call` checks the arguments against the tool's imported `inputSchema`
+first (as zoo tools are checked in their sandbox), then returns the agent-facing
+outcome of a call: `ToolResult`, or `ToolError` for anything the agent should
+read (arguments the schema refuses or a JSON-RPC invalid-params error are kind
+"invalid_arguments", an `isError` result "tool_failure", a call over its
+deadline "timeout"). A result's `output` is the server's `structuredContent`
+when it sends one; otherwise it is always a list with one item per content
+block, whatever their number (a text block holding a JSON object or array
+decoded, other text as is, other blocks as their MCP dict). When the MCP server itself cannot be reached
 (spawn fails, connection refused, the session died) it *raises*
 `McpConnectionError`, a `SandboxError`: like a dead sandbox, that is an
 infrastructure failure of the episode, not something the agent caused.
@@ -31,10 +36,12 @@ with a token every request must carry `Authorization: Bearer <token>` or gets
 from __future__ import annotations
 
 import contextlib
+import functools
 import hmac
 import json
 import logging
 import math
+import os
 import re
 import signal
 import socket
@@ -49,7 +56,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
 from sandboxes import Sandbox, SandboxConfig, SandboxError, ToolError, ToolResult, open_sandbox
-from toolzoo.spec import Domain, McpSource, SpecError, ToolSpec
+from toolzoo.spec import ENV_REF_RE, Domain, McpSource, SpecError, ToolSpec
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +81,22 @@ def describe(source: McpSource) -> str:
 
 
 def _key(source: McpSource) -> str:
-    return json.dumps([source.command, source.url])
+    return json.dumps([source.command, source.url, sorted(source.env.items())])
+
+
+def resolve_env(source: McpSource, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """`source.env` with each `${NAME}` replaced by the caller's NAME; raises McpConnectionError
+    naming the variable (never a value) when NAME is not set."""
+    environ = dict(os.environ) if environ is None else environ
+    out: dict[str, str] = {}
+    for key, template in source.env.items():
+        missing = [n for n in ENV_REF_RE.findall(template) if n not in environ]
+        if missing:
+            raise McpConnectionError(
+                f"MCP server {describe(source)}: env {key} refers to ${{{missing[0]}}}, but {missing[0]} is not set "
+                "in this environment")
+        out[key] = ENV_REF_RE.sub(lambda m: environ[m.group(1)], template)
+    return out
 
 
 def domain_slug(name: str) -> str:
@@ -92,20 +114,36 @@ def _fallback_name(source: McpSource) -> str:
     return urlsplit(source.url or "").hostname or "mcp"
 
 
-def _open_client(source: McpSource, headers: dict[str, str] | None, timeout: float) -> Client:
+def _open_client(source: McpSource, headers: dict[str, str] | None, timeout: float,
+                 on_status: Callable[[int], None] | None = None) -> Client:
+    """A client for `source`; `on_status` hears each HTTP status (on an error the SDK keeps only a generic message)."""
     if source.command is not None:
         if not source.command:
             raise ValueError("an MCP stdio source needs a non-empty command")
-        server: Any = StdioServerParameters(command=source.command[0], args=list(source.command[1:]))
+        server: Any = StdioServerParameters(command=source.command[0], args=list(source.command[1:]),
+                                            env=resolve_env(source) or None)
     else:
         assert source.url is not None
-        if headers:
-            from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+        from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
-            server = _HttpTransport(source.url, create_mcp_http_client(headers=dict(headers)), streamable_http_client)
-        else:
-            server = source.url
+        http = create_mcp_http_client(headers=dict(headers) if headers else None)
+        if on_status is not None:
+            async def heard(response: Any) -> None:
+                on_status(response.status_code)
+
+            http.event_hooks["response"].append(heard)
+        server = _HttpTransport(source.url, http, streamable_http_client)
     return Client(server, read_timeout_seconds=timeout)
+
+
+def _refusal(source: McpSource, status: int | None, sent_auth: bool) -> McpConnectionError | None:
+    """The error for an HTTP server that refused us as unauthorized (401) or forbidden (403), else None."""
+    if status not in (401, 403):
+        return None
+    what = "unauthorized (HTTP 401)" if status == 401 else "forbidden (HTTP 403)"
+    fix = ("check the token given with --token (sent as `Authorization: Bearer ...`)" if sent_auth
+           else "it needs a bearer token: pass --token TOKEN (sent as `Authorization: Bearer TOKEN`)")
+    return McpConnectionError(f"MCP server {describe(source)} refused the request as {what}: {fix}")
 
 
 class _HttpTransport:
@@ -130,19 +168,44 @@ def _text_of(result: mtypes.CallToolResult) -> str:
     return "\n".join(c.text for c in result.content if isinstance(c, mtypes.TextContent))
 
 
-def _output_of(result: mtypes.CallToolResult) -> Any:
-    if result.structured_content is not None:
-        return result.structured_content
-    content = result.content
-    if len(content) == 1 and isinstance(content[0], mtypes.TextContent):
-        text = content[0].text
-        if text.lstrip()[:1] in ("{", "["):
+def _block(c: Any) -> Any:
+    """One content block as output: JSON object/array text decoded, other text as is, others as MCP dicts."""
+    if isinstance(c, mtypes.TextContent):
+        if c.text.lstrip()[:1] in ("{", "["):
             try:
-                return json.loads(text)
+                return json.loads(c.text)
             except ValueError:
                 pass
-        return text
-    return [c.model_dump(by_alias=True, exclude_none=True, mode="json") for c in content]
+        return c.text
+    return c.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def _output_of(result: mtypes.CallToolResult) -> Any:
+    """structuredContent if sent; else one item per block, so the shape never depends on how many there are."""
+    if result.structured_content is not None:
+        return result.structured_content
+    return [_block(c) for c in result.content]
+
+
+@functools.lru_cache(maxsize=1024)
+def _arg_validator(schema_json: str) -> Any:
+    import jsonschema
+
+    return jsonschema.Draft202012Validator(json.loads(schema_json))
+
+
+def argument_problem(schema: dict[str, Any], args: Any) -> str | None:
+    """Why `args` break the tool's input schema (one line), or None when they fit."""
+    import jsonschema
+
+    try:
+        err = jsonschema.exceptions.best_match(_arg_validator(json.dumps(schema, sort_keys=True)).iter_errors(args))
+    except Exception:  # noqa: BLE001 - a schema we cannot evaluate here (e.g. a remote $ref): the server decides
+        return None
+    if err is None:
+        return None
+    where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path)
+    return f"arguments{where}: {err.message}"
 
 
 class McpClient:
@@ -165,6 +228,7 @@ class McpClient:
         self.call_timeout = call_timeout
         self._sessions: dict[str, Client] = {}
         self._locks: dict[str, anyio.Lock] = {}
+        self._http_status: dict[str, int] = {}  # the last HTTP status per source
         self._tg: Any = None
         self._closing = anyio.Event()
 
@@ -185,7 +249,8 @@ class McpClient:
         key = _key(source)
         started = False
         try:
-            client = _open_client(source, self.headers, self.call_timeout)
+            client = _open_client(source, self.headers, self.call_timeout,
+                                  on_status=lambda status: self._http_status.__setitem__(key, status))
             with anyio.CancelScope(deadline=anyio.current_time() + self.connect_timeout) as connecting:
                 async with client:
                     connecting.deadline = math.inf
@@ -200,7 +265,7 @@ class McpClient:
                 raise TimeoutError
         except Exception as e:
             if not started:
-                raise _connection_error(source, e) from None
+                raise self._refused(source) or _connection_error(source, e) from None
             log.warning("MCP session to %s ended: %s", describe(source), _one_line(e))
 
     async def session(self, source: McpSource) -> Client:
@@ -215,6 +280,10 @@ class McpClient:
             if key not in self._sessions:
                 await self._tg.start(self._hold, source)
             return self._sessions[key]
+
+    def _refused(self, source: McpSource) -> McpConnectionError | None:
+        status = self._http_status.get(_key(source))
+        return _refusal(source, status, any(h.lower() == "authorization" for h in self.headers))
 
     # ------------------------------------------------------------ API
     async def server_name(self, source: McpSource) -> str:
@@ -238,7 +307,8 @@ class McpClient:
                     if not cursor:
                         break
         except MCPError as e:
-            raise McpConnectionError(f"MCP server {describe(source)} failed to list its tools: {e.message}") from None
+            raise self._refused(source) or McpConnectionError(
+                f"MCP server {describe(source)} failed to list its tools: {e.message}") from None
         except TimeoutError:
             raise McpConnectionError(f"MCP server {describe(source)} did not list its tools within {self.call_timeout:.0f}s") from None
         except Exception as e:
@@ -256,10 +326,14 @@ class McpClient:
         """Call an imported tool on its server (usable as ToolRuntime's `mcp_call`)."""
         if spec.mcp is None:
             return ToolError(name=spec.name, kind="internal_error", message=f"{spec.name} is not an MCP tool (no mcp source)")
+        args = {} if args is None else args
+        problem = argument_problem(spec.parameters, args)
+        if problem is not None:
+            return ToolError(name=spec.name, kind="invalid_arguments", message=f"{spec.name}: {problem}")
         client = await self.session(spec.mcp)
         try:
             with anyio.fail_after(self.call_timeout):
-                result = await client.call_tool(spec.name, args or {})
+                result = await client.call_tool(spec.name, args)
         except TimeoutError:
             return ToolError(name=spec.name, kind="timeout", message=f"{spec.name} did not answer within {self.call_timeout:.0f}s")
         except MCPError as e:
@@ -267,6 +341,9 @@ class McpClient:
                 raise McpConnectionError(f"MCP server {describe(spec.mcp)} closed the connection: {e.message}") from None
             if e.code == mtypes.REQUEST_TIMEOUT:
                 return ToolError(name=spec.name, kind="timeout", message=e.message)
+            refused = self._refused(spec.mcp)
+            if refused is not None:
+                raise refused from None
             kind = "invalid_arguments" if e.code == mtypes.INVALID_PARAMS else "tool_failure"
             return ToolError(name=spec.name, kind=kind, message=e.message or f"{spec.name} failed (MCP error {e.code})")
         except RuntimeError as e:

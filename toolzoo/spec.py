@@ -29,19 +29,36 @@ def check_json_schema(schema: Any, where: str) -> None:
         raise SpecError(f"{where}: invalid JSON Schema at {path}: {e.message}") from None
 
 
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ENV_REF_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
 class McpSource(BaseModel):
-    """Where an imported MCP tool lives: a stdio command or a streamable-HTTP URL."""
+    """Where an imported MCP tool lives: a stdio command or a streamable-HTTP URL.
+
+    `env` sets environment variables of a stdio server (on top of the MCP SDK's safe default
+    environment; the caller's own environment does not reach the server). A value may refer to
+    the caller's variables as `${NAME}`, substituted when the server starts: keep secrets there,
+    so a saved zoo holds `{"API_KEY": "${API_KEY}"}`, never the key. `env` is left out of reprs.
+    """
 
     model_config = ConfigDict(frozen=True)
 
     command: list[str] | None = None
     url: str | None = None
     server_name: str = ""
+    env: dict[str, str] = Field(default_factory=dict, repr=False,
+                                description="stdio server environment; ${NAME} takes NAME from the caller's")
 
     @model_validator(mode="after")
     def _one(self) -> McpSource:
         if (self.command is None) == (self.url is None):
             raise ValueError("give exactly one of command (stdio) or url (streamable HTTP)")
+        if self.env and self.command is None:
+            raise ValueError("env is for stdio servers (command); an HTTP server has its own environment")
+        bad = [k for k in self.env if not ENV_NAME_RE.match(k)]
+        if bad:
+            raise ValueError(f"env: {', '.join(map(repr, bad))} is not an environment variable name")
         return self
 
 

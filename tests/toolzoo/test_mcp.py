@@ -7,10 +7,12 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import anyio
@@ -108,7 +110,7 @@ async def test_import_stdio_preserves_schemas_and_proxies_calls():
             r = await client.call(by["get_stock"], {"warehouse": "north"})
             assert r == ToolResult(name="get_stock", output={"warehouse": "north", "stock": {"SKU-001": 5}})
             r = await client.call(by["add_stock"], {"warehouse": "north", "items": [{"sku": "SKU-002", "qty": 2, "tags": ["cold"]}]})
-            assert isinstance(r, ToolResult) and r.output["stock"]["SKU-002"] == 2
+            assert isinstance(r, ToolResult) and r.output[0]["stock"]["SKU-002"] == 2  # one text block, no structuredContent
             # state persists within the session
             r = await client.call(by["get_stock"], {"warehouse": "north", "filter": {"sku_prefix": "SKU-002"}})
             assert r.output == {"warehouse": "north", "stock": {"SKU-002": 2}}
@@ -181,7 +183,7 @@ async def test_import_streamable_http():
                 r = await client.call(by["add_stock"], {"warehouse": "south", "items": [{"sku": "SKU-009", "qty": 4}]})
                 assert r.ok
                 r = await client.call(by["remove_stock"], {"warehouse": "south", "sku": "SKU-009", "qty": 1})
-                assert r.ok and r.output == {"ok": True, "left": 3}
+                assert r.ok and r.output == [{"ok": True, "left": 3}]
                 err = await client.call(by["remove_stock"], {"warehouse": "south", "sku": "SKU-009", "qty": 99})
                 assert isinstance(err, ToolError) and err.kind == "tool_failure"
 
@@ -294,3 +296,165 @@ def test_cli_import_mcp_one_line_error(tmp_path):
     assert r.returncode == 1
     assert r.stderr.startswith("error:") and len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "zoo.json").exists()
+
+
+# ------------------------------------------------------------------ (f) issue 18: a new user's defects
+TODO = SERVERS / "todo_server.py"   # built with the SDK's high-level MCPServer
+
+
+async def test_list_outputs_keep_one_shape_for_any_length():
+    """#5: without structuredContent a result is one item per block, for 0, 1 or 2 todos alike."""
+    specs = {s.name: s for s in await list_mcp_tools(McpSource(command=[sys.executable, str(TODO)]))}
+    async with McpClient() as client:
+        with anyio.fail_after(60):
+            plain, typed = [], []
+            for i in range(3):
+                plain.append(await client.call(specs["list_todos"], {}))
+                typed.append(await client.call(specs["list_todos_typed"], {}))
+                added = await client.call(specs["add_todo"], {"title": f"todo {i}"})
+                assert added.ok and added.output == [{"id": i + 1, "title": f"todo {i}", "priority": 1}]
+    todos = [{"id": i + 1, "title": f"todo {i}", "priority": 1} for i in range(3)]
+    assert [r.output for r in plain] == [[], todos[:1], todos[:2]]
+    # structuredContent, when the server sends it, is the output as sent (its outputSchema is `returns`)
+    assert [r.output for r in typed] == [{"result": []}, {"result": todos[:1]}, {"result": todos[:2]}]
+    assert specs["list_todos_typed"].returns["required"] == ["result"]
+
+
+async def test_mcp_arguments_are_checked_against_the_imported_schema():
+    """#6: arguments the inputSchema refuses come back as invalid_arguments, before the server sees them."""
+    specs = {s.name: s for s in await list_mcp_tools(McpSource(command=[sys.executable, str(TODO)]))}
+    inv = {s.name: s for s in await list_mcp_tools(McpSource(command=[sys.executable, str(INVENTORY)]))}
+    async with McpClient() as client:
+        with anyio.fail_after(60):
+            err = await client.call(specs["add_todo"], {"title": 5})
+            assert err == ToolError(name="add_todo", kind="invalid_arguments",
+                                    message="add_todo: arguments.title: 5 is not of type 'string'")
+            err = await client.call(specs["add_todo"], {"priority": 2})
+            assert err.kind == "invalid_arguments" and "'title' is a required property" in err.message
+            err = await client.call(inv["add_stock"], {"warehouse": "north", "items": [{"sku": "bad", "qty": 1}]})
+            assert err.kind == "invalid_arguments" and "arguments.items[0].sku" in err.message, err.message
+            err = await client.call(inv["get_stock"], {"warehouse": "east"})
+            assert err.kind == "invalid_arguments" and "'east' is not one of" in err.message
+            err = await client.call(inv["add_stock"], {"warehouse": "north", "items": [{"sku": "SKU-001", "qty": 1}],
+                                                       "colour": "red"})
+            assert err.kind == "invalid_arguments" and "'colour' was unexpected" in err.message
+            # nothing reached the server: the todo list is still empty, the stock unchanged
+            assert (await client.call(specs["list_todos"], {})).output == []
+            assert (await client.call(inv["get_stock"], {"warehouse": "north"})).output["stock"] == {"SKU-001": 5}
+            ok = await client.call(specs["add_todo"], {"title": "real", "priority": 3})
+            assert ok.ok
+
+
+class _Refuses401(BaseHTTPRequestHandler):
+    """A real HTTP endpoint that refuses every request as unauthorized, like a server behind a token."""
+
+    def _refuse(self) -> None:
+        body = b'{"error": "unauthorized"}'
+        self.send_response(401)
+        self.send_header("content-type", "application/json")
+        self.send_header("www-authenticate", 'Bearer realm="test"')
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = do_DELETE = _refuse
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@contextmanager
+def refusing_server():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Refuses401)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/mcp"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=10)
+
+
+def test_cli_import_mcp_says_401_means_a_token(tmp_path):
+    """#7: a 401 is reported as unauthorized, with --token as the fix (or the token to check)."""
+    with refusing_server() as url:
+        r = subprocess.run([*DOJO, "zoo", "import-mcp", "--url", url, "--out", str(tmp_path), "--timeout", "20"],
+                           capture_output=True, text=True, timeout=90)
+        assert r.returncode == 1, r.stderr
+        err = r.stderr.strip()
+        assert len(err.splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
+        assert "unauthorized (HTTP 401)" in err and "--token" in err and url in err, err
+        r = subprocess.run([*DOJO, "zoo", "import-mcp", "--url", url, "--out", str(tmp_path), "--token", "wrong-tok3n"],
+                           capture_output=True, text=True, timeout=90)
+        assert r.returncode == 1 and "unauthorized (HTTP 401)" in r.stderr and "check the token" in r.stderr, r.stderr
+        assert "wrong-tok3n" not in r.stderr
+    assert not (tmp_path / "zoo.json").exists()
+
+
+SECRET = "sk-test-6f1d2c9e-never-in-a-file"
+
+
+async def test_stdio_source_env_reaches_the_server_and_is_never_written(tmp_path, monkeypatch, caplog):
+    """#8: a stdio source's env reaches its server; `${NAME}` keeps the value out of reprs, logs and zoo.json."""
+    import logging
+
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setenv("MY_TODO_KEY", SECRET)
+    source = McpSource(command=[sys.executable, str(TODO)], env={"TODO_API_KEY": "${MY_TODO_KEY}"})
+    with anyio.fail_after(60):
+        specs = {s.name: s for s in await list_mcp_tools(source)}
+        async with McpClient() as client:
+            r = await client.call(specs["api_key"], {})
+            assert r.ok and r.output == {"result": SECRET}
+            r = await client.call(specs["api_key"], {})
+        # without env the caller's variables do not reach the server
+        async with McpClient() as client:
+            monkeypatch.setenv("TODO_API_KEY", SECRET)
+            bare = await list_mcp_tools(McpSource(command=[sys.executable, str(TODO)]))
+            r = await client.call(next(s for s in bare if s.name == "api_key"), {})
+            assert r.output == {"result": "unset"}
+    assert specs["api_key"].mcp.env == {"TODO_API_KEY": "${MY_TODO_KEY}"}
+    Zoo(external=list(specs.values())).save(tmp_path)
+    saved = (tmp_path / "zoo.json").read_text()
+    assert SECRET not in saved and '"${MY_TODO_KEY}"' in saved
+    assert Zoo.load(tmp_path).external[0].mcp.env == {"TODO_API_KEY": "${MY_TODO_KEY}"}
+    for shown in (repr(source), str(source), repr(specs["api_key"]), caplog.text):
+        assert SECRET not in shown and "MY_TODO_KEY" not in repr(source)
+
+    monkeypatch.delenv("MY_TODO_KEY")
+    with anyio.fail_after(30), pytest.raises(McpConnectionError, match=r"\$\{MY_TODO_KEY\}, but MY_TODO_KEY is not set"):
+        await list_mcp_tools(source)
+    with pytest.raises(ValueError, match="env is for stdio servers"):
+        McpSource(url="http://127.0.0.1:1/mcp", env={"A": "b"})
+
+
+def test_cli_import_mcp_env_passes_a_reference_never_the_value(tmp_path):
+    out = tmp_path / "zoo"
+    env = {**os.environ, "TODO_API_KEY": SECRET}
+    r = subprocess.run([*DOJO, "zoo", "import-mcp", "--command", f"{sys.executable} {TODO}", "--env", "TODO_API_KEY",
+                        "--env", "TODO_MODE=test", "--out", str(out)], capture_output=True, text=True, timeout=90, env=env)
+    assert r.returncode == 0, r.stderr
+    assert SECRET not in r.stdout + r.stderr and "api_key" in r.stdout
+    saved = (out / "zoo.json").read_text()
+    assert SECRET not in saved
+    zoo = Zoo.load(out)
+    assert {t.mcp.env["TODO_API_KEY"] for t in zoo.external} == {"${TODO_API_KEY}"}
+    assert zoo.external[0].mcp.env["TODO_MODE"] == "test"
+
+    async def call_api_key() -> object:
+        async with McpClient() as client:
+            return await client.call(next(t for t in zoo.external if t.name == "api_key"), {})
+
+    os.environ["TODO_API_KEY"] = SECRET   # the loaded zoo's server gets the caller's value at start
+    try:
+        assert anyio.run(call_api_key).output == {"result": SECRET}
+    finally:
+        del os.environ["TODO_API_KEY"]
+    no_env = {k: v for k, v in os.environ.items() if k != "TODO_API_KEY"}
+    r = subprocess.run([*DOJO, "zoo", "import-mcp", "--command", f"{sys.executable} {TODO}", "--env", "TODO_API_KEY",
+                        "--out", str(tmp_path / "z2")], capture_output=True, text=True, timeout=90, env=no_env)
+    assert r.returncode == 1 and "TODO_API_KEY is not set" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    r = subprocess.run([*DOJO, "zoo", "import-mcp", "--url", "http://127.0.0.1:1/mcp", "--env", "X", "--out",
+                        str(tmp_path / "z3")], capture_output=True, text=True, timeout=90)
+    assert r.returncode == 1 and "--env is for a --command" in r.stderr
