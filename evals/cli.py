@@ -56,8 +56,13 @@ def run_cmd(
     max_turns: int = typer.Option(6, min=1, help="agent turns per tool episode (a case may set its own)"),
     html: str = typer.Option(None, "--html", help="write the HTML report here (default HISTORY/SUITE/VERSION/report.html)"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar"),
+    allow_broken: bool = typer.Option(False, "--allow-broken", help="exit 0 even when suite files or cases do not "
+                                      "load (they still run as failures with the reason)"),
 ) -> None:
-    """Run SUITE on one or more models; print the grid, save the runs and an HTML report."""
+    """Run SUITE on one or more models; print the grid, save the runs and an HTML report.
+
+    Files or cases that do not load are listed first; the rest of the suite runs, and the command
+    then exits 1 unless --allow-broken."""
     from evals.models import parse_model
     from evals.report import failure_lines, grid_table, write_html
     from evals.runner import RunOptions, cases_to_run, run_suite_sync
@@ -72,9 +77,14 @@ def run_cmd(
                       temperature=temperature, max_tokens=max_tokens, max_turns=max_turns,
                       judge=parse_model(judge) if judge else None, progress=not quiet)
     plan = [(m, *cases_to_run(s, m, opts)) for m in models]     # bad selections fail here, before any work
-    broken = sum(1 for c in s.dataset.cases if c.inputs.load_error)
+    for f, why in s.broken_files.items():
+        err.print(f"broken file {f}: {why}", style="red", markup=False, soft_wrap=True)
+    unloadable = s.unloadable_cases
+    for c in s.dataset.cases:   # cases that do not load on their own (their file is fine)
+        if c.inputs.load_error and c.name not in s.cases_of_broken_files:
+            err.print(f"case {c.name} does not load: {c.inputs.load_error}", style="red", markup=False, soft_wrap=True)
     err.print(f"suite {s.name} ({s.version}): {len(s.dataset.cases)} cases"
-              + (f", {broken} that do not load (they will fail with the reason)" if broken else ""))
+              + (f", {len(unloadable)} that do not load (they will fail with the reason)" if unloadable else ""))
     for m, names, note in plan:
         err.print(f"{m.label}: {len(names)} case(s)" + (f" x {repeat} runs" if repeat > 1 else "")
                   + (f"; {note}" if note else ""))
@@ -93,6 +103,13 @@ def run_cmd(
     for r in records:
         console.print(f"saved run {r.run_id}", highlight=False, soft_wrap=True)
     console.print(f"HTML report: {path}", highlight=False, soft_wrap=True)
+    ran = {n for _, names, _ in plan for n in names}
+    not_loaded = [n for n in unloadable if n in ran]
+    if not_loaded and not allow_broken:
+        err.print(f"error: {len(not_loaded)} case(s) could not be loaded"
+                  + (f" ({len(s.broken_files)} broken file(s), listed at the start)" if s.broken_files else "")
+                  + "; fix them, or pass --allow-broken", style="red", markup=False, soft_wrap=True)
+        raise typer.Exit(1)
 
 
 @app.command("report")

@@ -20,7 +20,9 @@ A **directory** is discovered whole: every ``*.yaml`` / ``*.yml`` / ``*.json`` /
 dataset-level evaluators apply to its own cases only.
 
 A case that cannot be loaded (a bad evaluator spec, invalid inputs) does not stop the suite: it is
-kept as a case whose run fails with the reason; so is a file that cannot be parsed.
+kept as a case whose run fails with the reason; so is a file that cannot be parsed, a file whose
+evaluators do not load, and a case whose tasks file does not load. Each such file is listed once in
+``Suite.broken_files`` with its error (`dojo eval run` prints them first and exits non-zero).
 """
 
 from __future__ import annotations
@@ -58,6 +60,13 @@ class Suite:
     dataset: SuiteDataset
     files: list[Path] = field(default_factory=list)
     evaluator_types: list[type[Evaluator]] = field(default_factory=list)   # defined by the suite's modules
+    broken_files: dict[Path, str] = field(default_factory=dict)            # a file that does not load -> why
+    cases_of_broken_files: set[str] = field(default_factory=set)          # names of the cases they took down
+
+    @property
+    def unloadable_cases(self) -> list[str]:
+        """Names of the cases that could not be loaded (they fail with the reason when run)."""
+        return [c.name or "" for c in self.dataset.cases if c.inputs.load_error]
 
     @property
     def case_names(self) -> list[str]:
@@ -124,9 +133,12 @@ def _broken(name: str, reason: str, base_dir: Path, metadata: Any = None) -> Cas
     return Case(name=name, inputs=EvalInputs.broken(reason, base_dir), metadata=meta)
 
 
-def _load_data(data: Any, source: Path, custom: list[type[Evaluator]]) -> tuple[str | None, list[Case], list, list]:
-    """(name, cases, dataset evaluators, report evaluators) of one parsed dataset file; each case
-    loads on its own so that one bad case does not take the file down."""
+_Loaded = tuple[str | None, list[Case], list, list, str | None]
+
+
+def _load_data(data: Any, source: Path, custom: list[type[Evaluator]]) -> _Loaded:
+    """(name, cases, dataset evaluators, report evaluators, the file's own error) of one parsed dataset
+    file; each case loads on its own so that one bad case does not take the file down."""
     base = source.parent
     if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
         raise EvalError("not a dataset: expected a mapping with a `cases` list")
@@ -159,10 +171,10 @@ def _load_data(data: Any, source: Path, custom: list[type[Evaluator]]) -> tuple[
         if case.metadata is None:
             case.metadata = CaseMeta()
         cases.append(case)
-    return data.get("name"), cases, evaluators, report_evaluators
+    return data.get("name"), cases, evaluators, report_evaluators, head_error
 
 
-def _load_module(path: Path) -> tuple[str | None, list[Case], list, list]:
+def _load_module(path: Path) -> _Loaded:
     mod_name = "tooldojo_suite_" + hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
     spec = importlib.util.spec_from_file_location(mod_name, path)
     if spec is None or spec.loader is None:
@@ -204,13 +216,13 @@ def _load_module(path: Path) -> tuple[str | None, list[Case], list, list]:
             inputs._base_dir = path.parent
         cases.append(Case(name=name_i, inputs=inputs, metadata=meta, expected_output=c.expected_output,
                           evaluators=list(c.evaluators)))
-    return name, cases, evaluators, report_evaluators
+    return name, cases, evaluators, report_evaluators, None
 
 
 _DEFINED: list[type[Evaluator]] = []   # evaluator classes of the modules loaded by the current load_suite
 
 
-def _load_file(path: Path) -> tuple[str | None, list[Case], list, list]:
+def _load_file(path: Path) -> _Loaded:
     if path.suffix == ".py":
         return _load_module(path)
     text = path.read_text(encoding="utf-8")
@@ -241,15 +253,22 @@ def load_suite(path: str | Path) -> Suite:
     dataset_evaluators: list = []
     report_evaluators: list = []
     single_name: str | None = None
+    broken_files: dict[Path, str] = {}
+    by_file: set[int] = set()                    # ids of the cases a broken file took down
     _DEFINED.clear()
     for f in files:
         prefix = str(f.relative_to(root).with_suffix("")) + "/" if root.is_dir() else ""
         try:
-            name, file_cases, evs, revs = _load_file(f)
+            name, file_cases, evs, revs, file_error = _load_file(f)
         except Exception as e:  # noqa: BLE001 - one broken file fails as a case of its own
-            cases.append(_broken(f"{prefix}(file)" if prefix else "(file)", f"{f.name} does not load: "
-                                 f"{type(e).__name__}: {_one_line(e)}", f.parent))
+            why = f"{type(e).__name__}: {_one_line(e)}"
+            broken_files[f] = why
+            cases.append(_broken(f"{prefix}(file)" if prefix else "(file)", f"{f.name} does not load: {why}", f.parent))
+            by_file.add(id(cases[-1]))
             continue
+        if file_error:
+            broken_files[f] = file_error
+            by_file.update(id(c) for c in file_cases)
         single_name = name
         for c in file_cases:
             c.name = prefix + (c.name or "")
@@ -264,6 +283,7 @@ def load_suite(path: str | Path) -> Suite:
         task = getattr(c.inputs, "task", None)
         if isinstance(task, InlineTask) and not task.id:
             task.id = c.name                     # an inline task is known by its case's name
+    by_file.update(_check_tasks_files(cases, broken_files))
     counts: dict[str, int] = {}
     for c in cases:
         counts[c.name or ""] = n = counts.get(c.name or "", 0) + 1
@@ -273,7 +293,34 @@ def load_suite(path: str | Path) -> Suite:
     suite_name = root.name if root.is_dir() else (single_name or root.stem)
     ds = SuiteDataset(name=suite_name, cases=cases, evaluators=dataset_evaluators, report_evaluators=report_evaluators)
     return Suite(name=suite_name, path=root, version=_version(root, files), dataset=ds, files=files,
-                 evaluator_types=list(_DEFINED))
+                 evaluator_types=list(_DEFINED), broken_files=broken_files,
+                 cases_of_broken_files={c.name or "" for c in cases if id(c) in by_file})
+
+
+def _check_tasks_files(cases: list[Case], broken_files: dict[Path, str]) -> set[int]:
+    """Load every tasks file a case names once: a file that does not load (truncated, missing) is a
+    broken file, and its cases do not load (a task id missing from a good file fails at run time)."""
+    from synth.tasks import load_tasks
+
+    seen: dict[Path, str | None] = {}
+    taken: set[int] = set()
+    for c in cases:
+        inputs = c.inputs
+        if inputs.load_error or not isinstance(inputs.task, str):
+            continue
+        path = inputs.base_dir / (inputs.tasks or "tasks.jsonl")
+        key = path.resolve()
+        if key not in seen:
+            try:
+                load_tasks(path)
+                seen[key] = None
+            except Exception as e:  # noqa: BLE001 - whatever is wrong with it, the file is reported once
+                seen[key] = why = f"{type(e).__name__}: {_one_line(e)}"
+                broken_files[path] = why
+        if seen[key] is not None:
+            c.inputs = EvalInputs.broken(f"cannot read tasks from {path}: {seen[key]}", inputs.base_dir)
+            taken.add(id(c))
+    return taken
 
 
 # ============================================================================ schema

@@ -314,3 +314,52 @@ def test_without_any_sandbox_only_the_cases_that_need_one_fail(tmp_path, monkeyp
     assert res["chat"].all_passed
     for name in ("code", "episode"):
         assert "none could be started: BackendUnavailable: neither docker" in res[name].reasons[0], res[name].reasons
+
+
+def _broken_suite(root: Path) -> Path:
+    """A suite directory with every kind of file that does not load, next to good cases."""
+    (root / "ep").mkdir(parents=True)
+    (root / "good.yaml").write_text(yaml.safe_dump({"cases": [
+        {"name": "a", "inputs": {"prompt": "say yes"}, "evaluators": [{"Regex": "^yes$"}]},
+        {"name": "no-prompt", "inputs": {}}]}))
+    (root / "unclosed.yaml").write_text("cases:\n  - {name: a, inputs: {prompt: p}\n")
+    (root / "trunc.json").write_text('{"cases": [{"name": "x", "inputs": {"prompt"')
+    (root / "unknown_eval.yaml").write_text(yaml.safe_dump({"evaluators": [{"Nope": 1}], "cases": [
+        {"name": f"c{i}", "inputs": {"prompt": "p"}} for i in range(12)]}))
+    (root / "ep" / "episodes.yaml").write_text(yaml.safe_dump({"cases": [
+        {"name": "t1", "inputs": {"task": "T-1"}}, {"name": "t2", "inputs": {"task": "T-2"}}]}))
+    (root / "ep" / "tasks.jsonl").write_text('{"id": "T-1", "domain": "retail_')
+    return root
+
+
+def test_cli_run_lists_broken_files_first_runs_the_rest_and_exits_non_zero(tmp_path):
+    """Issue 18 #4: each broken file once, up front, with its error; the rest runs; exit 1 unless --allow-broken."""
+    suite = _broken_suite(tmp_path / "suite")
+    hist = tmp_path / "h"
+    url = f"down@http://127.0.0.1:{_closed_port()}/v1"
+    r = runner.invoke(app, ["eval", "run", str(suite), "--model", url, "--history", str(hist), "-q"])
+    assert r.exit_code == 1, r.output
+    out = r.output
+    head = out[:out.index("suite suite (")]
+    for f in ("unclosed.yaml", "trunc.json", "unknown_eval.yaml", "ep/tasks.jsonl"):
+        assert head.count(f"broken file {suite / f}: ") == 1, (f, head)
+    assert "expected ',' or '}'" in head and "Expecting ':' delimiter" in head and "'Nope'" in head
+    assert "case good/no-prompt does not load" in head and "unknown_eval/c" not in head   # not once per case
+    assert "HTML report:" in out and "good/a" in out           # the rest of the suite ran
+    assert "17 case(s) could not be loaded (4 broken file(s)" in out and "--allow-broken" in out
+    (rec, _), = list_runs(hist)
+    assert len(rec.cases) == 18
+
+    s = load_suite(suite)
+    assert {p.name for p in s.broken_files} == {"unclosed.yaml", "trunc.json", "unknown_eval.yaml", "tasks.jsonl"}
+    assert "Nope" in s.broken_files[suite / "unknown_eval.yaml"]
+    assert "EOF while parsing" in s.broken_files[suite / "ep" / "tasks.jsonl"]
+    assert "good/no-prompt" not in s.cases_of_broken_files and "ep/episodes/t1" in s.cases_of_broken_files
+    assert len(s.unloadable_cases) == 1 + 1 + 1 + 12 + 2
+
+    r = runner.invoke(app, ["eval", "run", str(suite), "--model", url, "--history", str(hist), "-q", "--allow-broken"])
+    assert r.exit_code == 0, r.output
+    assert "broken file" in r.output and "could not be loaded" not in r.output
+    # only cases that were selected count: a --case filter that leaves the broken ones out exits 0
+    r = runner.invoke(app, ["eval", "run", str(suite), "--model", url, "--history", str(hist), "-q", "--case", "good/a"])
+    assert r.exit_code == 0, r.output
