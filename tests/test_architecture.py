@@ -11,6 +11,8 @@ What counts as an import (read with ``ast``, nothing is executed):
   module it names; relative imports are resolved against the importing package;
 * importing ``pkg.sub`` does not count as importing ``pkg`` (Python runs ``pkg/__init__.py`` first,
   but a package that re-exports its submodules would otherwise be a circle with each of them);
+* a bare ``import name`` that is no project package but names a module beside the importer is an
+  edge to that sibling (a benchmark run as a script imports ``_common`` from its own folder);
 * code inside strings (e.g. sources shipped into a sandbox) is not read.
 
 Size: a module longer than ``MAX_LINES`` lines must say why in its top docstring, on a line that
@@ -61,12 +63,17 @@ def project_modules(root: Path, packages: tuple[str, ...]) -> dict[str, Path]:
 def import_graph(mods: dict[str, Path]) -> dict[str, set[str]]:
     """Module -> the project modules it imports (see the module docstring for what counts)."""
 
-    def deepest(name: str) -> str | None:
+    def deepest(name: str, importer: str = "") -> str | None:
+        sibling = f"{importer.rpartition('.')[0]}.{name}"
+        if importer and name.split(".")[0] not in tops and sibling in mods:
+            return sibling
         while name:
             if name in mods:
                 return name
             name = name.rpartition(".")[0]
         return None
+
+    tops = {m.split(".")[0] for m in mods}
 
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for mod, path in mods.items():
@@ -74,7 +81,7 @@ def import_graph(mods: dict[str, Path]) -> dict[str, set[str]]:
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
             targets: list[str | None] = []
             if isinstance(node, ast.Import):
-                targets = [deepest(a.name) for a in node.names]
+                targets = [deepest(a.name, mod) for a in node.names]
             elif isinstance(node, ast.ImportFrom):
                 base = node.module or ""
                 if node.level:
@@ -172,6 +179,7 @@ def test_the_walk_sees_the_project():
     assert {m.split(".")[0] for m in MODULES} == set(PACKAGES)
     assert "rl.generation" in GRAPH["rl.continuous"]
     assert "rl.continuous" in GRAPH["rl.rollout"]  # a lazy import, inside a method, counts
+    assert "bench._common" in GRAPH["bench.train_step"]  # a script's sibling import
 
 
 def test_no_import_cycles():
@@ -205,10 +213,11 @@ def test_a_lazy_import_circle_is_found(tmp_path):
         "pkg/a.py": "from pkg.b import B\n\nclass A: ...\n",
         "pkg/b.py": "class B:\n    def f(self):\n        from . import c\n        return c\n",
         "pkg/c.py": "def g():\n    import pkg.a as a\n    return a\n",
-        "pkg/d.py": "import pkg\nfrom pkg import a\n",  # no circle: nothing imports d
+        "pkg/d.py": "import pkg\nfrom pkg import a\nimport e\n",  # no circle: nothing imports d
+        "pkg/e.py": "import json\n",  # d's sibling, imported as a script's neighbour
     })
     graph = import_graph(mods)
-    assert graph["pkg.b"] == {"pkg.c"} and graph["pkg.d"] == {"pkg", "pkg.a"}
+    assert graph["pkg.b"] == {"pkg.c"} and graph["pkg.d"] == {"pkg", "pkg.a", "pkg.e"}
     assert find_cycles(graph) == [["pkg.a", "pkg.b", "pkg.c", "pkg.a"]]
 
 
