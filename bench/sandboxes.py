@@ -321,7 +321,7 @@ async def bench_tool_calls(cfg: SandboxConfig, quick: bool) -> dict[str, Any]:
 
 
 async def bench_docker_exec(cfg: SandboxConfig, quick: bool) -> dict[str, Any]:
-    from sandboxes.docker_backend import client
+    from sandboxes.docker_client import client
 
     n = count("docker_exec", quick)
     api = (await anyio.to_thread.run_sync(client)).api
@@ -498,7 +498,7 @@ async def leftovers(backend: str) -> dict[str, Any]:
     """Sandboxes of this process still around after everything was closed (should be none)."""
     me = os.getpid()
     if backend == "docker":
-        from sandboxes.docker_backend import client
+        from sandboxes.docker_client import client
         from sandboxes.owner import PID_LABEL
 
         api = client().api

@@ -27,7 +27,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from rl.rollout import GenRequest, GenResult, RolloutError, Sampling, cut_at_eos
+from rl.generation import GenRequest, GenResult, RolloutError, Sampling, cut_at_eos
 
 __all__ = ["CB_DEFAULTS", "ContinuousHFGenerator", "ContinuousSession", "cb_kwargs", "check_cb_config"]
 
@@ -124,7 +124,7 @@ class ContinuousSession:
 
 
 class ContinuousHFGenerator:
-    """A :class:`rl.rollout.Generator` on transformers' continuous batching, streaming too: the
+    """A :class:`rl.generation.Generator` on transformers' continuous batching, streaming too: the
     rollout's batcher submits each request as it arrives (see :meth:`session`)."""
 
     streaming = True

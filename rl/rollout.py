@@ -24,28 +24,31 @@ loop does. Without vLLM, on a GPU, rl.continuous's generator streams instead: ea
 running continuous batch as it arrives (``rollout.hf_generation``). A generation failure fails the
 whole rollout call (after every episode has ended and returned its sandbox): training must not go
 on on empty episodes.
+
+Where the parts live: the generation types in rl/generation.py, the vLLM and padded generators in
+rl/generators.py, the streaming one in rl/continuous.py, the batcher in rl/batcher.py, the agent
+in rl/token_agent.py; this module runs the episodes and hands TRL the result. Their public names
+are importable from here too.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import contextlib
 import json
 import logging
-import queue
-import re
-import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 
-from synth.episode import SYSTEM_PROMPTS, BudgetExhausted, EpisodeLimits, Trajectory, run_episode
+from rl.batcher import GenerationBatcher
+from rl.generation import GenRequest, GenResult, Generator, RolloutError, Sampling, cut_at_eos
+from rl.generators import HFGenerator, VLLMGenerator
+from rl.token_agent import TokenAgent, parse_assistant
+from synth.episode import SYSTEM_PROMPTS, EpisodeLimits, Trajectory, run_episode
 from synth.tasks import Task
 
 log = logging.getLogger("tooldojo.rl")
@@ -59,8 +62,10 @@ __all__ = [
     "HFGenerator",
     "MultiTurnRollout",
     "RolloutError",
+    "Sampling",
     "TokenAgent",
     "VLLMGenerator",
+    "cut_at_eos",
     "parse_assistant",
     "solved",
 ]
@@ -75,434 +80,6 @@ def solved(components: dict[str, float | None]) -> bool:
         any(components.get(k) is not None for k in ("world_state", "communication"))
 
 
-class RolloutError(RuntimeError):
-    """A rollout batch could not be produced (the generation backend failed, a prompt names an
-    unknown task, ...). Every sandbox has been released when it is raised."""
-
-
-# ----------------------------------------------------------------------------- generation
-@dataclass
-class GenRequest:
-    prompt_ids: list[int]
-    max_tokens: int
-    seed: int | None = None  # per-request sampling seed: reproducible rollouts, across resumes too
-
-
-@dataclass
-class GenResult:
-    ids: list[int]
-    logprobs: list[float]
-
-
-class Generator(Protocol):
-    """Samples continuations of token prompts; called from the trainer's thread only."""
-
-    context_limit: int
-
-    def generate(self, requests: Sequence[GenRequest]) -> list[GenResult]: ...
-
-
-@dataclass
-class Sampling:
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    min_p: float = 0.0
-    repetition_penalty: float = 1.0
-
-    @classmethod
-    def from_args(cls, args: Any) -> Sampling:
-        return cls(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k or 0,
-                   min_p=args.min_p or 0.0, repetition_penalty=args.repetition_penalty)
-
-
-class VLLMGenerator:
-    """Generation on a ``vllm.LLM`` (TRL's colocated engine): token prompts in, sampled token ids
-    and their processed log-probs out (TRL builds the engine with ``logprobs_mode=processed_logprobs``,
-    so the log-probs reflect temperature, as the trainer's do)."""
-
-    def __init__(self, llm: Any, sampling: Sampling, *, extra: dict[str, Any] | None = None):
-        self.llm = llm
-        self.sampling = sampling
-        self.extra = dict(extra or {})
-        self.context_limit = int(llm.llm_engine.model_config.max_model_len)
-        sched = getattr(getattr(llm.llm_engine, "vllm_config", None), "scheduler_config", None)
-        self.prefill_budget = int(getattr(sched, "max_num_batched_tokens", 0) or 0) or None
-        self.max_seqs = int(getattr(sched, "max_num_seqs", 0) or 0) or None
-
-    def waves(self, requests: Sequence[GenRequest]) -> list[list[int]]:
-        """Request indices in groups whose prompts prefill together in one engine step.
-
-        A prompt that does not fit the step's token budget is prefilled in chunks, and vLLM then
-        rewinds the seeded request's RNG (``Generator.set_offset``), which CPU generators do not
-        support ("CPU Generator does not use offset"). Seeded requests therefore go in waves that
-        the engine schedules whole in its first step: at most ``max_num_seqs`` of them, their prompts
-        within the token budget. Unseeded ones need no waves."""
-        if self.prefill_budget is None or all(r.seed is None for r in requests):
-            return [list(range(len(requests)))]
-        budget, seqs = self.prefill_budget, self.max_seqs or len(requests)
-        waves: list[list[int]] = [[]]
-        used = 0
-        for i, r in enumerate(requests):
-            n = len(r.prompt_ids)
-            if n > budget:
-                raise RolloutError(f"a {n}-token prompt exceeds the engine's prefill budget ({budget} tokens, "
-                                   "max_num_batched_tokens); raise rollout.vllm_max_num_batched_tokens")
-            if waves[-1] and (used + n > budget or len(waves[-1]) >= seqs):
-                waves.append([])
-                used = 0
-            waves[-1].append(i)
-            used += n
-        return waves
-
-    def generate(self, requests: Sequence[GenRequest]) -> list[GenResult]:
-        results: list[GenResult | None] = [None] * len(requests)
-        for wave in self.waves(requests):
-            for i, res in zip(wave, self._generate([requests[i] for i in wave]), strict=True):
-                results[i] = res
-        return [r for r in results if r is not None]
-
-    def _generate(self, requests: Sequence[GenRequest]) -> list[GenResult]:
-        from vllm import SamplingParams
-
-        s = self.sampling
-        params = [SamplingParams(n=1, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, min_p=s.min_p,
-                                 repetition_penalty=s.repetition_penalty, max_tokens=r.max_tokens, logprobs=0,
-                                 seed=r.seed, **self.extra)
-                  for r in requests]
-        outs = self.llm.generate([{"prompt_token_ids": r.prompt_ids} for r in requests], sampling_params=params,
-                                 use_tqdm=False)
-        results = []
-        for out in outs:
-            c = out.outputs[0]
-            ids = list(c.token_ids)
-            lps = [float(step[tok].logprob) if step is not None and tok in step else float("nan")
-                   for tok, step in zip(ids, c.logprobs or [None] * len(ids), strict=True)]
-            results.append(GenResult(ids=ids, logprobs=lps))
-        return results
-
-
-def cut_at_eos(ids: list[int], logprobs: list[float], eos_ids: Sequence[int]) -> GenResult:
-    """The sampled tokens up to and including the first end token (a batch decodes past it)."""
-    for j, t in enumerate(ids):
-        if t in eos_ids:
-            return GenResult(ids=ids[: j + 1], logprobs=logprobs[: j + 1])
-    return GenResult(ids=ids, logprobs=logprobs)
-
-
-class HFGenerator:
-    """Generation with transformers' ``generate`` on the training model itself (used when vLLM is
-    not installed, e.g. on the GPU machine): left-padded batches, sampling, and the log-probs of
-    the sampled tokens from the processed scores."""
-
-    def __init__(self, model_fn: Callable[[], Any], tokenizer: Any, sampling: Sampling, *, eos_ids: Sequence[int],
-                 context_limit: int):
-        self.model_fn = model_fn
-        self.tokenizer = tokenizer
-        self.sampling = sampling
-        self.eos_ids = list(eos_ids)
-        self.context_limit = context_limit
-
-    def generate(self, requests: Sequence[GenRequest]) -> list[GenResult]:
-        import torch
-
-        model = self.model_fn()
-        device = next(model.parameters()).device
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_ids[0]
-        width = max(len(r.prompt_ids) for r in requests)
-        ids = torch.full((len(requests), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(requests), width), dtype=torch.long)
-        for i, r in enumerate(requests):
-            ids[i, width - len(r.prompt_ids):] = torch.tensor(r.prompt_ids)
-            mask[i, width - len(r.prompt_ids):] = 1
-        s = self.sampling
-        was_training = model.training
-        model.eval()
-        # One seed per batch (transformers samples a batch from one generator); the global RNG is
-        # left as it was, so training randomness does not depend on generation.
-        seeds = [r.seed for r in requests if r.seed is not None]
-        try:
-            with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), torch.no_grad():
-                if seeds:
-                    torch.manual_seed(hash(tuple(seeds)) % (2**63))
-                greedy = s.temperature <= 0
-                sample_kw = {} if greedy else dict(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k or None,
-                                                   min_p=s.min_p or None)
-                out = model.generate(
-                    input_ids=ids.to(device), attention_mask=mask.to(device), do_sample=not greedy, **sample_kw,
-                    repetition_penalty=s.repetition_penalty, max_new_tokens=max(r.max_tokens for r in requests),
-                    eos_token_id=self.eos_ids, pad_token_id=pad, output_scores=True, return_dict_in_generate=True,
-                    use_cache=True)
-        finally:
-            model.train(was_training)
-        new = out.sequences[:, width:]
-        # one (batch x vocab) step at a time: the whole (batch x steps x vocab) stack would be ~20 GB
-        # at a 152k vocabulary, 2048 steps and 16 sequences
-        chosen = torch.stack([step.float().log_softmax(-1).gather(1, new[:, t:t + 1]).squeeze(1)
-                              for t, step in enumerate(out.scores)], dim=1).cpu()
-        new = new.cpu()
-        results = []
-        for i, r in enumerate(requests):
-            results.append(cut_at_eos(new[i].tolist()[: r.max_tokens], chosen[i].tolist()[: r.max_tokens],
-                                      self.eos_ids))
-        return results
-
-
-class GenerationBatcher:
-    """Collects generation requests from episodes on the portal's loop and answers them in batches
-    on the thread that calls :meth:`serve` (the trainer's)."""
-
-    def __init__(self, generator: Generator, *, max_wait_s: float = 1.0, seed: int | None = None):
-        self.generator = generator
-        self.max_wait_s = max_wait_s
-        self.seed = seed  # a streaming generator's session seed
-        self._queue: queue.Queue[tuple[GenRequest, concurrent.futures.Future] | None] = queue.Queue()
-        self._lock = threading.Lock()
-        self._active = 0
-        self.error: BaseException | None = None
-        self.batches: list[int] = []  # sizes, for the stats
-        self.generate_s = 0.0
-
-    # --- episode side (event loop thread)
-    def enter(self) -> None:
-        with self._lock:
-            self._active += 1
-
-    def leave(self) -> None:
-        with self._lock:
-            self._active -= 1
-        self._queue.put(None)  # wake serve(): a batch it holds may now be complete
-
-    async def generate(self, request: GenRequest) -> GenResult:
-        if self.error is not None:
-            raise RolloutError(f"generation failed earlier in this batch: {self.error!r}")
-        fut: concurrent.futures.Future = concurrent.futures.Future()
-        self._queue.put((request, fut))
-        return await asyncio.wrap_future(fut)
-
-    # --- trainer side
-    def serve(self, done: concurrent.futures.Future) -> None:
-        """Answer requests until ``done`` (the episodes' future) completes.
-
-        A batch is sent when every live episode is waiting in it; only if none arrives for
-        ``max_wait_s`` (a slow LLM user, say) does a partial batch go. With the scripted user and
-        sandboxed tools every episode arrives within milliseconds, so batches are the same from
-        run to run, and so are the samples (vLLM's numerics depend on the batch).
-
-        A streaming generator (``generator.streaming``, e.g. rl.continuous's) gets each request
-        the moment it arrives instead: see :meth:`_serve_streaming`."""
-        if getattr(self.generator, "streaming", False):
-            return self._serve_streaming(done)
-        batch: list[tuple[GenRequest, concurrent.futures.Future]] = []
-        deadline = None
-        while True:
-            timeout = 0.02 if deadline is None else max(0.0, deadline - time.monotonic())
-            try:
-                item = self._queue.get(timeout=timeout)
-            except queue.Empty:
-                item = None
-                if not batch:
-                    if done.done():
-                        return
-                    continue
-            if item is not None:
-                batch.append(item)
-                deadline = time.monotonic() + self.max_wait_s
-            with self._lock:
-                waiting_for = self._active
-            if batch and (len(batch) >= waiting_for or time.monotonic() >= deadline):
-                self._answer(batch)
-                batch, deadline = [], None
-
-    def _serve_streaming(self, done: concurrent.futures.Future) -> None:
-        """Submit requests to one generator session as they arrive and answer each as it ends:
-        an episode's next turn joins the running batch instead of waiting for the slowest sequence."""
-        pending: dict[str, concurrent.futures.Future] = {}
-        with contextlib.ExitStack() as stack:
-            session = None
-            while True:
-                try:
-                    item = self._queue.get(timeout=0.02) if not pending else self._queue.get_nowait()
-                except queue.Empty:
-                    item = None
-                if item is not None:
-                    req, fut = item
-                    if not fut.set_running_or_notify_cancel():
-                        continue
-                    if self.error is not None:
-                        fut.set_exception(RolloutError(f"generation failed earlier in this batch: {self.error!r}"))
-                        continue
-                    try:
-                        if session is None:
-                            stack.callback(self._add_generate_s, time.perf_counter())
-                            session = stack.enter_context(self.generator.session(seed=self.seed))
-                        pending[session.submit(req)] = fut
-                        self.batches.append(len(pending))  # requests in flight at each submission
-                    except BaseException as e:  # noqa: BLE001 - handed to the episode, re-raised by the rollout
-                        self.error = e
-                        fut.set_exception(e)
-                    continue
-                if pending:
-                    try:
-                        finished = session.poll(0.005)
-                    except BaseException as e:  # noqa: BLE001 - the session died: every waiting episode fails
-                        self.error = e
-                        for f in pending.values():
-                            f.set_exception(e)
-                        pending.clear()
-                        continue
-                    for rid, res in finished:
-                        f = pending.pop(rid)
-                        if isinstance(res, BaseException):
-                            self.error = res
-                            f.set_exception(res)
-                        else:
-                            f.set_result(res)
-                elif done.done() and self._queue.empty():
-                    return
-
-    def _add_generate_s(self, t0: float) -> None:
-        self.generate_s += time.perf_counter() - t0
-
-    def _answer(self, batch: list[tuple[GenRequest, concurrent.futures.Future]]) -> None:
-        live = [(r, f) for r, f in batch if f.set_running_or_notify_cancel()]
-        if not live:
-            return
-        # arrival order is timing; a fixed order keeps the samples reproducible
-        live.sort(key=lambda rf: (rf[0].seed is None, rf[0].seed or 0, rf[0].prompt_ids))
-        if self.error is not None:
-            for _, f in live:
-                f.set_exception(RolloutError(f"generation failed earlier in this batch: {self.error!r}"))
-            return
-        t0 = time.perf_counter()
-        try:
-            results = self.generator.generate([r for r, _ in live])
-            if len(results) != len(live):
-                raise RolloutError(f"the generator returned {len(results)} results for {len(live)} requests")
-        except BaseException as e:  # noqa: BLE001 - handed to every waiting episode, re-raised by the rollout
-            self.error = e
-            for _, f in live:
-                f.set_exception(e)
-            return
-        finally:
-            self.generate_s += time.perf_counter() - t0
-        self.batches.append(len(live))
-        for (_, f), res in zip(live, results, strict=True):
-            f.set_result(res)
-
-
-# ----------------------------------------------------------------------------- parsing
-_TOOL_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.S)
-_NAME = re.compile(r'"name"\s*:\s*"([^"]*)"')
-
-
-def parse_assistant(text: str) -> dict[str, Any]:
-    """An OpenAI assistant message from generated text in Qwen2.5's (hermes) format:
-    ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks become tool calls, the rest
-    is the content. A block that is not a JSON object with a name stays a tool call whose
-    arguments are the raw text, so the episode answers it with a malformed-call error the policy
-    can learn from (an unclosed block at the end counts too)."""
-    calls: list[dict[str, Any]] = []
-    for i, m in enumerate(_TOOL_CALL.finditer(text)):
-        body = m.group(1).strip()
-        name, args = None, body
-        try:
-            obj = json.loads(body)
-        except ValueError:
-            found = _NAME.search(body)
-            name = found.group(1) if found else None
-        else:
-            if isinstance(obj, dict):
-                name = obj.get("name") if isinstance(obj.get("name"), str) else None
-                args = obj.get("arguments", obj.get("parameters", {}))
-                if not isinstance(args, str):
-                    args = json.dumps(args, ensure_ascii=False)
-        calls.append({"id": f"call_{i}", "type": "function", "function": {"name": name or "", "arguments": args}})
-    content = _TOOL_CALL.sub("", text).strip()
-    msg: dict[str, Any] = {"role": "assistant", "content": content or None}
-    if calls:
-        msg["tool_calls"] = calls
-    return msg
-
-
-# ----------------------------------------------------------------------------- the agent
-class TokenAgent:
-    """A ``synth.episode.Agent`` that samples through a :class:`GenerationBatcher` and keeps the
-    episode as tokens: ``prompt_ids`` (system + first user turn + the generation prompt), then
-    ``completion_ids`` with ``env_mask`` 1 for sampled tokens and 0 for everything else, and the
-    sampling log-probs (0.0 where masked).
-
-    Non-policy messages are tokenised as the chat template's text between the end of the last
-    assistant turn and the next generation prompt, so earlier tokens are never re-tokenised (the
-    template must be prefix-preserving, as TRL requires for multi-turn training).
-    ``budget`` is the completion budget (all turns, masked tokens included): TRL's
-    ``max_completion_length``, also Dr. GRPO's loss normaliser.
-    """
-
-    def __init__(self, tokenizer: Any, batcher: GenerationBatcher, *, budget: int, context_limit: int,
-                 seed: int | None = None):
-        self.tok = tokenizer
-        self.seed = seed
-        self.turns = 0
-        self.batcher = batcher
-        self.budget = budget
-        self.context_limit = context_limit
-        self.prompt_ids: list[int] = []
-        self.completion_ids: list[int] = []
-        self.env_mask: list[int] = []
-        self.logprobs: list[float] = []
-        self._seen = 0           # messages already in the token record
-        self._ended_turn = True  # did the last sampled turn end with the end-of-turn token?
-        self._eot = tokenizer.convert_tokens_to_ids("<|im_end|>") if "<|im_end|>" in tokenizer.get_vocab() else None
-        self._eot_text = "<|im_end|>" if self._eot is not None else tokenizer.eos_token
-
-    def _render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], gen: bool) -> str:
-        return self.tok.apply_chat_template(messages, tools=tools or None, tokenize=False, add_generation_prompt=gen)
-
-    def _suffix_ids(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[int]:
-        before = self._render(messages[: self._seen], tools, False)
-        full = self._render(messages, tools, True)
-        if not full.startswith(before):
-            raise RuntimeError("the chat template is not prefix-preserving: rendering more messages changed the "
-                               "text of earlier ones; use a prefix-preserving (training) template")
-        cut = before.rindex(self._eot_text)
-        if self._ended_turn:
-            cut += len(self._eot_text)
-        return self.tok(full[cut:], add_special_tokens=False)["input_ids"]
-
-    async def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
-        if not self.prompt_ids:
-            self.prompt_ids = self.tok(self._render(messages, tools, True), add_special_tokens=False)["input_ids"]
-        else:
-            suffix = self._suffix_ids(messages, tools)
-            if len(self.completion_ids) + len(suffix) >= self.budget:
-                raise BudgetExhausted(f"the next turn ({len(suffix)} tokens) does not fit the completion budget "
-                                      f"({len(self.completion_ids)}/{self.budget} used)")
-            self.completion_ids += suffix
-            self.env_mask += [0] * len(suffix)
-            self.logprobs += [0.0] * len(suffix)
-        self._seen = len(messages) + 1  # + the assistant message the episode appends
-        used = len(self.prompt_ids) + len(self.completion_ids)
-        room = min(self.budget - len(self.completion_ids), self.context_limit - used)
-        if room <= 0:
-            raise BudgetExhausted(f"no room left to generate ({used} tokens in context, limit {self.context_limit}; "
-                                  f"{len(self.completion_ids)}/{self.budget} completion tokens)")
-        seed = None if self.seed is None else (self.seed * 1009 + self.turns) % (2**31)
-        self.turns += 1
-        res = await self.batcher.generate(GenRequest(self.prompt_ids + self.completion_ids, room, seed))
-        self.completion_ids += res.ids
-        self.env_mask += [1] * len(res.ids)
-        self.logprobs += res.logprobs
-        self._ended_turn = bool(res.ids) and res.ids[-1] == self._eot
-        text = self.tok.decode(res.ids, skip_special_tokens=False)
-        for stop in ("<|im_end|>", "<|endoftext|>", self.tok.eos_token or "<|im_end|>"):
-            text = text.removesuffix(stop)
-        msg = parse_assistant(text)
-        msg["usage"] = {"prompt_tokens": used, "completion_tokens": len(res.ids)}
-        return msg
-
-
-# ----------------------------------------------------------------------------- the rollout
 @dataclass
 class EpisodeRollout:
     task_id: str

@@ -7,7 +7,8 @@
 `SandboxPool` keeps warm sandboxes for rollouts; `SyncSandbox` wraps the async API.
 """
 
-from sandboxes.api import Sandbox, open_sandbox
+from sandboxes.api import Sandbox
+from sandboxes.backends import open_sandbox
 from sandboxes.errors import (
     BackendUnavailable,
     ImageNotFound,

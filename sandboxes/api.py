@@ -300,13 +300,3 @@ class Sandbox(ABC):
     async def reset(self, state: Any = None) -> None:
         """Kill stray processes, empty the scratch dirs, restore the initial (or given) tool state."""
         await self._request("reset", state=state)
-
-
-async def open_sandbox(config: SandboxConfig | None = None, **overrides: Any) -> Sandbox:
-    """Start a sandbox with the configured backend (`auto`: docker if an engine answers, else local)."""
-    from sandboxes.backends import start_sandbox
-
-    cfg = config or SandboxConfig()
-    if overrides:
-        cfg = cfg.model_copy(update=overrides)
-    return await start_sandbox(cfg)

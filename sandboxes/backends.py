@@ -1,9 +1,14 @@
-"""Pick a backend: `auto` means docker when an engine answers, else local (never kubernetes)."""
+"""Pick a backend and start sandboxes on it: `auto` means docker when an engine answers, else local
+(never kubernetes).
+
+This module sits above the backends: each backend imports the API's types (sandboxes/api.py) and
+nothing here, and only this module (and the pool above it) knows which backends exist."""
 
 from __future__ import annotations
 
 import functools
 import logging
+from typing import Any
 
 from sandboxes.api import Sandbox
 from sandboxes.errors import BackendUnavailable
@@ -45,6 +50,14 @@ async def start_sandbox(cfg: SandboxConfig) -> Sandbox:
 
         return await kubernetes_backend.start(cfg)
     return await local_backend.start(cfg)
+
+
+async def open_sandbox(config: SandboxConfig | None = None, **overrides: Any) -> Sandbox:
+    """Start a sandbox with the configured backend (`auto`: docker if an engine answers, else local)."""
+    cfg = config or SandboxConfig()
+    if overrides:
+        cfg = cfg.model_copy(update=overrides)
+    return await start_sandbox(cfg)
 
 
 def doctor() -> list[BackendReport]:

@@ -151,7 +151,7 @@ def exec_cmd(
     """Run one command in a fresh, hardened sandbox and print its result."""
     import anyio
 
-    from sandboxes.api import open_sandbox
+    from sandboxes.backends import open_sandbox
 
     cfg = _config(_backend(backend), memory_mb=memory_mb, pids=pids)
 

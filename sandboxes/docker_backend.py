@@ -21,28 +21,13 @@ import anyio.abc
 
 from sandboxes import owner
 from sandboxes.api import SCRATCH, WORKDIR, Sandbox, Transport
+from sandboxes.docker_client import client
 from sandboxes.errors import BackendUnavailable, ImageNotFound, SandboxDead, SandboxStartError
 from sandboxes.image import SERVER_PATH_IN_IMAGE, resolve_image
 from sandboxes.models import SandboxConfig
 
 LABEL = "tooldojo.sandbox"
 STDOUT, STDERR = 1, 2
-
-
-@functools.lru_cache(maxsize=1)
-def client():
-    """The shared docker SDK client (a connection pool big enough for parallel starts)."""
-    import docker
-
-    try:
-        c = docker.from_env(max_pool_size=64, timeout=120)
-        c.ping()
-    except Exception as e:
-        raise BackendUnavailable(
-            f"no Docker engine answers ({type(e).__name__}: {str(e)[:160]}); start dockerd "
-            "(scripts/setup.sh does) or use backend='local'"
-        ) from None
-    return c
 
 
 def engine_available() -> tuple[bool, str]:

@@ -13,7 +13,8 @@ from typing import Any
 
 from anyio.from_thread import start_blocking_portal
 
-from sandboxes.api import Sandbox, open_sandbox
+from sandboxes.api import Sandbox
+from sandboxes.backends import open_sandbox
 from sandboxes.models import DomainBundle, ExecResult, SandboxConfig, Snapshot, ToolError, ToolResult
 
 

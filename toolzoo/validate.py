@@ -19,6 +19,9 @@ A tool passes when
 Tools run in a SandboxPool: each domain's tools are loaded in batches (one
 bundle per batch, so a sandbox load serves many tools) on a few sandboxes in
 parallel, and the sandbox is reset before each tool.
+
+Long because: bug fixes to it were in flight during the module split; split it (spec checks / call
+generation / sandboxed runs) once they land.
 """
 
 from __future__ import annotations

@@ -116,7 +116,7 @@ def build_rootfs(log: Callable[[str], None] = print, force: bool = False) -> Pat
 def image_exists(tag: str | None = None) -> bool:
     import docker.errors
 
-    from sandboxes.docker_backend import client
+    from sandboxes.docker_client import client
 
     try:
         client().images.get(tag or resolve_image("tooldojo-sandbox"))
@@ -129,7 +129,7 @@ def build_image(log: Callable[[str], None] = print, force: bool = False, base: s
     """Build (or find) the sandbox image for this tool server; returns its tag."""
     import docker.errors
 
-    from sandboxes.docker_backend import client
+    from sandboxes.docker_client import client
 
     c = client()
     tag = resolve_image("tooldojo-sandbox")

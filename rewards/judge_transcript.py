@@ -1,0 +1,255 @@
+"""What an LLM judge (rewards/judge.py) is shown, and how its evidence is checked: the trajectory
+rendered as quoted JSON-lines data (every character that could leave the data block escaped),
+injection-like text flagged, and evidence accepted only as a verbatim quote or a valid step
+reference."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+DATA_OPEN = "<transcript_data>"
+DATA_CLOSE = "</transcript_data>"
+DEFAULT_SEED = 1234
+_MIN_QUOTE = 3  # characters (after normalising) a quote needs to count as evidence
+
+# ------------------------------------------------------------------------ escaping the data
+# Characters written as \uXXXX inside the data block: angle brackets and &, their look-alikes
+# (fullwidth, small, CJK, mathematical, single guillemets), C1 controls, zero-width and bidi
+# controls, and the Unicode line/paragraph separators (JSON leaves all of these raw).
+_LOOKALIKES = "<>&\uff1c\uff1e\ufe64\ufe65\u2039\u203a\u3008\u3009\u27e8\u27e9\u2329\u232a\u276c\u276d\u29fc\u29fd\u02c2\u02c3\u1438\u1433\uff06"
+_INVISIBLE = (
+    [chr(c) for c in range(0x80, 0xA0)]
+    + [chr(c) for c in range(0x200B, 0x2010)]      # zero-width space/joiners, LRM, RLM
+    + [chr(c) for c in range(0x2028, 0x202F)]      # line/paragraph separators, bidi embeddings
+    + [chr(c) for c in range(0x2060, 0x2070)]      # word joiner, invisible operators, bidi isolates
+    + ["\ufeff", "\u00ad", "\u061c", "\u180e"]
+)
+_ESCAPES = {ord(c): f"\\u{ord(c):04x}" for c in list(_LOOKALIKES) + _INVISIBLE}
+
+
+def escape_data(json_text: str) -> str:
+    """JSON text with every delimiter look-alike and invisible character as a ``\\uXXXX`` escape.
+    Still valid JSON that decodes to the same value (these characters only occur inside strings)."""
+    return json_text.translate(_ESCAPES)
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def _sha(obj: Any) -> str:
+    blob = obj if isinstance(obj, str) else json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _truncate(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + f" ...[{len(text) - limit} more characters]"
+
+
+# ------------------------------------------------------------------------ the transcript
+_INJECTION = re.compile(
+    r"\b(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+|the\s+|your\s+|previous\s+|prior\s+|above\s+|earlier\s+)*"
+    r"(?:instructions?|rubric|criteria|rules|prompt|grading)"
+    r"|\b(?:give|assign|award|output|return|set)\s+(?:this|it|me|the\s+agent|this\s+(?:episode|transcript))?\s*"
+    r"(?:a\s+|the\s+)?(?:perfect\s+|maximum\s+)?(?:score|grade|rating)\s+(?:of\s+)?(?:1(?:\.0+)?|10/10|100\s*%|5/5)"
+    r"|\b(?:and|then|please|must|should)\s+score\s+(?:it\s+|this\s+|me\s+)?1(?:\.0+)?\b"
+    r"|\b(?:mark|consider)\s+(?:every|each|all)\s+(?:criterion|criteria)\s+(?:as\s+)?met"
+    r"|\bfull\s+marks\b|\bnew\s+instructions\b|\byou\s+are\s+now\s+(?:a|the|in)\b"
+    r"|\b(?:grader|judge|evaluator|grading)\s+(?:note|instruction|override|message)s?\b"
+    r"|(?:^|\n)\s*\[?(?:system|developer)\]?\s*(?:prompt|message)?\s*:"
+    r"|</?\s*(?:system|transcript\w*|instructions?|data)\s*>|\[/?(?:inst|system)\]|<\|im_(?:start|end)\|>",
+    re.I,
+)
+
+
+def _injection_like(texts: list[str]) -> bool:
+    """Does the text look like an attempt to instruct the judge? (Only flags; never changes a score.)"""
+    text = unicodedata.normalize("NFKC", "\n".join(texts)).replace("\u2028", "\n").replace("\u2029", "\n")
+    return bool(_INJECTION.search(text))
+
+
+def _text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # OpenAI content parts
+        parts = []
+        for p in content:
+            if isinstance(p, dict):
+                parts.append(str(p.get("text") or p.get("content") or ""))
+            else:
+                parts.append(str(p))
+        return "\n".join(x for x in parts if x)
+    return json.dumps(content, ensure_ascii=False, default=str)
+
+
+@dataclass
+class Transcript:
+    """A trajectory rendered as data: one escaped JSON line per message, plus what evidence may quote."""
+
+    lines: list[str]
+    steps: list[int]                       # the message index of each line
+    search: dict[int, str] = field(default_factory=dict)   # step -> normalised searchable text
+    injections: dict[int, str] = field(default_factory=dict)  # step -> role, where injection-like text is
+
+    @property
+    def n_steps(self) -> int:
+        return len(self.steps)
+
+    def block(self) -> str:
+        return "\n".join([DATA_OPEN, *self.lines, DATA_CLOSE])
+
+    def digest(self) -> str:
+        return _sha("\n".join(self.lines))
+
+
+def _json_strings(text: str, limit: int = 200) -> list[str]:
+    """The strings inside ``text`` when it is a JSON object or array (tool results usually are),
+    decoded: what the escaped form hides from a plain search."""
+    t = text.strip()
+    if not t or t[0] not in "{[":
+        return []
+    try:
+        value = json.loads(t)
+    except ValueError:
+        return []
+    out: list[str] = []
+    stack = [value]
+    while stack and len(out) < limit:
+        v = stack.pop()
+        if isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return out
+
+
+def _render_step(i: int, m: dict[str, Any], max_chars: int, label: str | None) -> tuple[dict[str, Any], list[str]]:
+    role = str(m.get("role") or "unknown")
+    step: dict[str, Any] = {}
+    if label is not None:
+        step["trajectory"] = label
+    step["step"] = i
+    step["role"] = role
+    raw: list[str] = []
+    if role == "tool" and m.get("name"):
+        step["tool"] = str(m["name"])
+        raw.append(step["tool"])
+    text = _text(m.get("content"))
+    if text:
+        shown = _truncate(text, max_chars)
+        step["content"] = shown
+        raw.append(shown)
+        raw.extend(_json_strings(shown))
+    calls = []
+    for c in m.get("tool_calls") or []:
+        fn = (c.get("function") if isinstance(c, dict) else None) or {}
+        args = fn.get("arguments")
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except ValueError:
+                args = _truncate(args, max_chars)
+        name = str(fn.get("name") or "")
+        calls.append({"name": name, "arguments": args})
+        raw.append(name)
+        raw.append(args if isinstance(args, str) else json.dumps(args, ensure_ascii=False))
+        raw.append(json.dumps(args, ensure_ascii=False, separators=(",", ":")) if not isinstance(args, str) else "")
+    if calls:
+        step["tool_calls"] = calls
+    return step, raw
+
+
+def render_transcript(messages: Sequence[dict[str, Any]], *, max_step_chars: int = 4000, label: str | None = None,
+                      start: int = 0) -> Transcript:
+    """Messages ``start``.. of a conversation as quoted data. Each message is one line of JSON (its
+    index in the conversation as ``step``), escaped with :func:`escape_data`."""
+    t = Transcript(lines=[], steps=[])
+    for i in range(start, len(messages)):
+        m = messages[i]
+        if hasattr(m, "model_dump"):
+            m = m.model_dump(exclude_none=True)
+        m = dict(m) if isinstance(m, dict) else {"role": "unknown", "content": str(m)}
+        step, raw = _render_step(i, m, max_step_chars, label)
+        plain = json.dumps(step, ensure_ascii=False, default=str)
+        line = escape_data(plain)
+        t.lines.append(line)
+        t.steps.append(i)
+        t.search[i] = "\n".join(_norm(x) for x in [*raw, plain, line] if x)
+        if _injection_like(raw):
+            t.injections[i] = step["role"]
+    return t
+
+
+# ------------------------------------------------------------------------ evidence
+_STEP_REF = re.compile(
+    r"\bsteps?\s*(?:#|no\.?|number)?\s*(\d+)((?:\s*(?:-|–|to|and|or|,)\s*(?:step\s*)?\d+)*)|\[(\d+)\]|#(\d+)", re.I)
+_QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”|`([^`]+)`|«([^»]+)»')
+_PREFIX = re.compile(r"^\s*(?:\(?\s*(?:steps?\s*(?:#|no\.?)?\s*\d+(?:\s*(?:-|–|to|and|or|,)\s*\d+)*|\[\d+\]|#\d+)\s*\)?\s*[:,.\-–—]*\s*)+",
+                     re.I)
+
+
+def _step_refs(evidence: str) -> list[int]:
+    """Step numbers cited outside quotes: "step 3", "steps 2-4", "steps 2 and 5", "[3]", "#3"."""
+    bare = _QUOTED.sub(" ", evidence)
+    refs: list[int] = []
+    for m in _STEP_REF.finditer(bare):
+        if m.group(1) is None:
+            refs.append(int(m.group(3) or m.group(4)))
+            continue
+        prev = int(m.group(1))
+        refs.append(prev)
+        for sep, num in re.findall(r"(-|–|to|and|or|,)\s*(?:step\s*)?(\d+)", m.group(2) or "", re.I):
+            n = int(num)
+            if sep.lower() in ("-", "–", "to") and 0 <= n - prev <= 200:
+                refs.extend(range(prev + 1, n + 1))
+            else:
+                refs.append(n)
+            prev = n
+    return refs
+
+
+def check_evidence(evidence: Any, search: dict[int, str], *, quote_required: bool = True) -> str | None:
+    """None if ``evidence`` is grounded in the steps of ``search`` (step -> normalised text), else
+    what is wrong. Grounded: non-empty, every step it cites exists, and (``quote_required``) either
+    the whole evidence (after a leading step reference) or every quoted part of it occurs verbatim
+    in the cited steps (anywhere when none is cited), or it is a bare valid step reference."""
+    if not isinstance(evidence, str) or not evidence.strip():
+        return "gives no evidence"
+    refs = _step_refs(evidence)
+    bad = sorted({r for r in refs if r not in search})
+    if bad:
+        have = f"{min(search)}-{max(search)}" if search else "none"
+        return f"cites step {bad[0]}, which is not in the transcript (steps {have})"
+    if not quote_required:
+        return None
+    scope = [search[r] for r in dict.fromkeys(refs)] if refs else list(search.values())
+
+    def found(q: str) -> bool:
+        q = _norm(q)
+        return len(q) >= _MIN_QUOTE and any(q in s for s in scope)
+
+    rest = _PREFIX.sub("", evidence.strip(), count=1).strip()
+    whole = rest.strip(" \"'“”`«»")
+    if whole and found(whole):
+        return None
+    quotes = [next(g for g in m.groups() if g is not None) for m in _QUOTED.finditer(rest)]
+    quotes = [q for q in quotes if len(_norm(q)) >= _MIN_QUOTE]
+    if quotes:
+        missing = [q for q in quotes if not found(q)]
+        if not missing:
+            return None
+        where = f"step {refs[0]}" if len(set(refs)) == 1 else ("the cited steps" if refs else "the transcript")
+        return f"quotes {_truncate(json.dumps(missing[0], ensure_ascii=False), 80)}, which is not in {where}"
+    if refs:
+        return None  # a bare step reference (with commentary): the step exists
+    return "is neither a quote found in the transcript nor a step reference"
