@@ -14,7 +14,7 @@ from synth.task_graph import DomainContext
 from synth.task_models import CALL_TIMEOUT
 from synth.task_values import _dumps, _scalar, fmt, humanize, id_like, names_match
 from toolzoo.spec import ToolSpec
-from toolzoo.validate import is_valid, singular
+from toolzoo.arguments import is_valid, singular
 
 
 CALL_TRIES = 6             # argument redraws per action

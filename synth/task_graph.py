@@ -15,7 +15,7 @@ from typing import Any
 from synth.task_models import CALL_TIMEOUT
 from synth.task_values import _dumps, id_like, names_match
 from toolzoo.spec import Domain, ToolSpec
-from toolzoo.validate import ArgSampler, Harvest, harvest, is_valid, singular
+from toolzoo.arguments import ArgSampler, Harvest, harvest, is_valid, singular
 
 
 _TEXT = {

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from toolzoo.validate import singular
+from toolzoo.arguments import singular
 
 
 _ID_SUFFIXES = ("_id", "_ids", "sku", "_key", "_code", "_number")

@@ -7,7 +7,7 @@
 How a task is made (everything deterministic in `seed` and the task's index):
 
 1. Per (domain, domain seed) a *context*: the seeded state, a harvest of its values
-   (toolzoo.validate.harvest), and a tool dependency graph. The graph is learned by
+   (toolzoo.arguments.harvest), and a tool dependency graph. The graph is learned by
    calling every tool in a sandbox on the seeded state with sampled arguments: an
    output field of tool A feeds an input parameter of tool B when their names match
    (`customer_id` -> `customer_id`, `from_customer_id`, `customer_ids`) or when A's

@@ -18,7 +18,8 @@ from typing import Any
 
 from toolzoo.evolve_helpers import HELPERS, _evo_h_cents_to_decimal
 from toolzoo.spec import ToolSpec, Zoo
-from toolzoo.validate import ISO_DATE, ArgSampler, Harvest, ValidationReport, is_valid, singular
+from toolzoo.arguments import ISO_DATE, ArgSampler, Harvest, is_valid, singular
+from toolzoo.validate import ValidationReport
 
 OPERATORS = ("add_parameter", "add_constraint", "change_representation", "specialise", "compose")
 MAX_DEPTH = 3
@@ -145,7 +146,7 @@ class OfflineGenerator:
     def observe(self, report: ValidationReport) -> None:
         for d, state in report.states.items():
             if d not in self.harvests:
-                from toolzoo.validate import harvest
+                from toolzoo.arguments import harvest
 
                 h = harvest(state)
                 self.harvests[d] = h
