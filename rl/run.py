@@ -61,6 +61,7 @@ from rl.config import ConfigError, TrainConfig
 __all__ = [
     "RECORD_FILES",
     "attach_callbacks",
+    "check_run_dir",
     "configure_logging",
     "find_checkpoint",
     "git_state",
@@ -246,15 +247,9 @@ def _trim_metrics(run_dir: Path, step: int | None) -> int:
     return dropped
 
 
-def prepare_run_dir(cfg: TrainConfig, *, config_path: str | Path | None, overrides: list[str]) -> Path:
-    """Create ``cfg.run.output_dir`` and write ``config.yaml`` and ``run.json`` (see the module doc).
-
-    Checks come first, so a refused run writes nothing: a directory holding checkpoints needs
-    ``run.resume`` (:class:`ConfigError` otherwise), and ``run.resume`` needs a checkpoint
-    (:func:`find_checkpoint`). A resume appends a record to ``run.json``'s ``resumes`` (and keeps a
-    changed ``config.yaml`` as ``config.yaml.K``); a fresh run moves an earlier run's leftover
-    records to ``previous-K/``.
-    """
+def check_run_dir(cfg: TrainConfig) -> tuple[Path, str | None]:
+    """``(run dir, checkpoint to resume from or None)``, writing nothing: the checks of
+    :func:`prepare_run_dir` (every rank of a multi-process run makes them; rank 0 then writes)."""
     run_dir = Path(cfg.run.output_dir).expanduser().resolve()
     if run_dir.exists() and not run_dir.is_dir():
         raise ConfigError(f"{run_dir} exists and is not a directory", field="run.output_dir")
@@ -264,7 +259,19 @@ def prepare_run_dir(cfg: TrainConfig, *, config_path: str | Path | None, overrid
         raise ConfigError(
             f"{run_dir} already holds checkpoints ({checkpoints[-1][1].name} the latest): pass run.resume=true to "
             "continue that run, or choose another run.output_dir", field="run.resume")
-    checkpoint = find_checkpoint(run_dir, resume)
+    return run_dir, find_checkpoint(run_dir, resume)
+
+
+def prepare_run_dir(cfg: TrainConfig, *, config_path: str | Path | None, overrides: list[str]) -> Path:
+    """Create ``cfg.run.output_dir`` and write ``config.yaml`` and ``run.json`` (see the module doc).
+
+    Checks come first, so a refused run writes nothing: a directory holding checkpoints needs
+    ``run.resume`` (:class:`ConfigError` otherwise), and ``run.resume`` needs a checkpoint
+    (:func:`find_checkpoint`). A resume appends a record to ``run.json``'s ``resumes`` (and keeps a
+    changed ``config.yaml`` as ``config.yaml.K``); a fresh run moves an earlier run's leftover
+    records to ``previous-K/``.
+    """
+    run_dir, checkpoint = check_run_dir(cfg)
 
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
