@@ -106,7 +106,8 @@ def _train(config: str | None, args: list[str]) -> dict[str, Any]:
     cfg = load_config(config_path, overrides)  # the only thing before any heavy import
 
     from rl.distributed import Ranks, init_distributed, main_first
-    from rl.run import check_run_dir, configure_logging, prepare_run_dir, report_to, update_run_record, utc_now
+    from rl.run import (check_run_dir, configure_logging, prepare_run_dir, record_rank_failure, report_to,
+                        update_run_record, utc_now)
 
     ranks = Ranks.from_env()  # under accelerate launch / torchrun: rank 0 alone writes the run's records
     report_to(cfg)
@@ -129,9 +130,10 @@ def _train(config: str | None, args: list[str]) -> dict[str, Any]:
     except BaseException as e:
         status = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
         error = f"{type(e).__name__}: {e}".splitlines()[0][:500] if status == "failed" else None
-        if ranks.distributed and error:
-            error = f"{ranks}: {error}"
-        update_run_record(run_dir, status=status, end_time=utc_now(), error=error)  # the first failing rank's
+        if ranks.distributed:
+            record_rank_failure(run_dir, str(ranks), status, error)
+        else:
+            update_run_record(run_dir, status=status, end_time=utc_now(), error=error)
         raise
     if not ranks.is_main:
         return {}

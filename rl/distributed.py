@@ -98,9 +98,11 @@ def sandbox_share(total: int | None, per_rank_batch: int, ranks: Ranks) -> int:
 def init_distributed() -> None:
     """Start the process group (accelerate's ``PartialState``) before the trainer does, so the run
     directory can be prepared by rank 0 while the others wait. The trainer reuses the group."""
+    import torch
     from accelerate import PartialState
 
-    PartialState()
+    # as TrainingArguments will (use_cpu without CUDA): gloo on CPU, NCCL on GPUs
+    PartialState(cpu=not torch.cuda.is_available())
 
 
 def barrier() -> None:

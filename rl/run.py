@@ -71,6 +71,7 @@ __all__ = [
     "plot_reward_curve",
     "prepare_run_dir",
     "read_metrics_jsonl",
+    "record_rank_failure",
     "report_to",
     "reward_points",
     "trainer_kwargs",
@@ -210,6 +211,21 @@ def update_run_record(run_dir: str | Path, **fields: Any) -> dict[str, Any]:
     record.update(fields)
     _write_json(path, record)
     return record
+
+
+def record_rank_failure(run_dir: str | Path, rank: str, status: str, error: str | None) -> dict[str, Any]:
+    """Record a failed (or interrupted) rank of a multi-process run in ``run.json``: every such
+    rank is appended to ``rank_errors``; ``error`` keeps the first one (the others usually fail
+    because it did: their peer closed the connection)."""
+    path = Path(run_dir) / RUN_FILE
+    record = _read_json(path)
+    entry = {"rank": rank, "status": status, "error": error, "time": utc_now()}
+    errors = record.get("rank_errors") if isinstance(record.get("rank_errors"), list) else []
+    first = record.get("status") != "failed"
+    fields: dict[str, Any] = {"rank_errors": [*errors, entry]}
+    if first:
+        fields.update(status=status, end_time=entry["time"], error=f"{rank}: {error}" if error else None)
+    return update_run_record(run_dir, **fields)
 
 
 def _move_leftovers(run_dir: Path) -> Path | None:

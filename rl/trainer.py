@@ -115,9 +115,14 @@ def build_trainer(cfg: TrainConfig, run_dir: Path, rollout: Any, tokenizer: Any,
     # one epoch for the whole run: prompts per optimizer step (all processes) x steps (see MultiTurnRollout.dataset)
     prompts = args.max_steps * args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
     dataset = rollout.dataset(prompts // args.num_generations + 1, seed=cfg.run.seed, shuffle=cfg.data.shuffle)
-    return GRPOTrainer(model=model_path, reward_funcs=[rollout.reward_func], args=args,
-                       train_dataset=dataset, processing_class=tokenizer, rollout_func=rollout,
-                       callbacks=callbacks or [])
+    trainer = GRPOTrainer(model=model_path, reward_funcs=[rollout.reward_func], args=args,
+                          train_dataset=dataset, processing_class=tokenizer, rollout_func=rollout,
+                          callbacks=callbacks or [])
+    if os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true" and not trainer.is_fsdp_enabled:
+        # accelerate turns FSDP on for GPU backends only; on CPU (gloo) the launch trains as DDP
+        log.warning("the accelerate config asks for FSDP, but accelerate runs FSDP on GPUs only: this run trains "
+                    "with DDP (%s)", trainer.accelerator.distributed_type)
+    return trainer
 
 
 
