@@ -138,6 +138,28 @@ def gather_rows(rows: list[Any], ranks: Ranks) -> list[Any]:
     return [r for part in out for r in part]
 
 
+_CPU_INDEX_RESTORE = False
+
+
+def allow_indexed_cpu_restore() -> None:
+    """Let ``torch.load(..., map_location=torch.device("cpu", i))`` work.
+
+    On CPU, multi-process transformers' ``args.device`` is ``cpu:<local rank>``, and a resumed run
+    loads ``optimizer.pt`` with that as ``map_location``; torch knows how to restore storages to
+    ``cpu`` only ("don't know how to restore data location ... (tagged with cpu:0)"). CPU memory has
+    no index, so such a storage stays as it is."""
+    global _CPU_INDEX_RESTORE
+    if _CPU_INDEX_RESTORE:
+        return
+    import torch.serialization
+
+    def restore(storage: Any, location: str) -> Any:
+        return storage if location.startswith("cpu:") else None
+
+    torch.serialization.register_package(99, lambda storage: None, restore)
+    _CPU_INDEX_RESTORE = True
+
+
 # ------------------------------------------------------------------ failures
 def record_failure(e: BaseException, ranks: Ranks) -> str:
     """The one-line reason of a failed rank, also written to torchelastic's error file (when the

@@ -118,6 +118,10 @@ def build_trainer(cfg: TrainConfig, run_dir: Path, rollout: Any, tokenizer: Any,
     trainer = GRPOTrainer(model=model_path, reward_funcs=[rollout.reward_func], args=args,
                           train_dataset=dataset, processing_class=tokenizer, rollout_func=rollout,
                           callbacks=callbacks or [])
+    if args.world_size > 1 and args.device.type == "cpu":
+        from rl.distributed import allow_indexed_cpu_restore
+
+        allow_indexed_cpu_restore()  # resuming loads the optimizer onto cpu:<rank>
     if os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true" and not trainer.is_fsdp_enabled:
         # accelerate turns FSDP on for GPU backends only; on CPU (gloo) the launch trains as DDP
         log.warning("the accelerate config asks for FSDP, but accelerate runs FSDP on GPUs only: this run trains "
