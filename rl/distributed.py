@@ -1,7 +1,7 @@
 """`dojo train` across processes (``accelerate launch`` / ``torchrun``): who does what, and failing fast.
 
     accelerate launch --config_file examples/accelerate/ddp.yaml --num_processes 2 \\
-        --no_python dojo train examples/train_tiny.yaml
+        -m tooldojo train examples/train_tiny.yaml
 
 TRL's ``GRPOTrainer`` already splits each generation batch across processes: every rank's
 dataloader yields its own contiguous slice of the global batch, and with a ``rollout_func`` each
@@ -43,10 +43,12 @@ log = logging.getLogger("tooldojo.rl")
 __all__ = [
     "PolicyForGeneration",
     "Ranks",
+    "allow_indexed_cpu_restore",
     "SequentialHFGenerator",
     "barrier",
     "gather_rows",
     "init_distributed",
+    "is_fsdp",
     "main_first",
     "record_failure",
     "sandbox_share",
