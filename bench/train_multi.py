@@ -1,7 +1,12 @@
 """Benchmark `dojo train` on N processes against 1, in the same run: DDP scaling, 1 x B vs N x B/N, FSDP2 memory.
 
-    python bench/train_multi.py [--quick] [--nproc 2] [--steps 6] [--agreement-steps 20]
-                                [--fsdp] [--fsdp-shape 18b] [--out DIR]
+    python bench/train_multi.py [--quick] [--nproc 2] [--steps 6] [--agreement-steps 20] [--batch 8]
+                                [--fsdp] [--fsdp-shape 18b] [--runs one_small,multi,one_big,fsdp,fsdp_one]
+                                [--backend auto|docker|local] [--out DIR]
+
+On 2 GPUs (one device call has 10 minutes, so two calls, each with its own baseline):
+    python bench/train_multi.py --nproc 2 --backend local --runs one_small,multi,one_big
+    python bench/train_multi.py --nproc 2 --backend local --fsdp --runs fsdp,fsdp_one
 
 Every run is the real launch, ``accelerate launch --config_file examples/accelerate/{ddp,fsdp2}.yaml
 --num_processes N bench/train_multi.py --worker ... train CONFIG ...``: the worker only adds a
@@ -11,6 +16,8 @@ stderr; the LAST line on stdout is one JSON object. Runs, in order:
 * ``one_small``: 1 process, per-process batch b (the baseline of the scaling);
 * ``multi``: N processes (DDP), per-process batch b, i.e. global batch B = N x b;
 * ``one_big``: 1 process, batch B (the baseline of the agreement);
+  (GPU defaults: the random 0.49B Qwen2 of bench/train_step.py, b = 8, max_completion_length 256,
+  transformers generation with continuous batching, 6 scaling steps, 20 agreement steps)
 * with ``--fsdp`` (CUDA only: accelerate runs FSDP on GPU backends only): ``fsdp``, N processes
   with examples/accelerate/fsdp2.yaml on a random-init model of ``--fsdp-shape`` (default 18b: about
   18.7B parameters, bf16 weights, gradients and Adam state = ~150 GB, more than one H200 holds), and
@@ -219,12 +226,15 @@ def main() -> int:
     ap.add_argument("--nproc", type=int, default=2)
     ap.add_argument("--steps", type=int, default=6, help="steps of the scaling runs (the first is the warm-up)")
     ap.add_argument("--agreement-steps", type=int, default=20, help="steps of the 1 x B and N x B/N runs")
-    ap.add_argument("--batch", type=int, default=16, help="b: episodes per process per step in the scaling runs")
+    ap.add_argument("--batch", type=int, default=8, help="b: episodes per process per step in the scaling runs")
     ap.add_argument("--model", choices=["tiny", "0.5b"], default=None, help="default: 0.5b with CUDA, else tiny")
     ap.add_argument("--fsdp", action="store_true", help="also the FSDP2 memory runs (CUDA only)")
     ap.add_argument("--fsdp-shape", choices=sorted(SHAPES), default="18b")
     ap.add_argument("--max-completion-length", type=int, default=None)
     ap.add_argument("--backend", default="auto", help="sandbox backend")
+    ap.add_argument("--runs", default="one_small,multi,one_big,fsdp,fsdp_one",
+                    help="which runs (a device call has 10 minutes: e.g. the DDP runs in one call, "
+                         "--fsdp --runs fsdp,fsdp_one in another; each call's baseline is in it)")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--worker", type=Path, default=None, help=argparse.SUPPRESS)
     ap.add_argument("dojo_args", nargs="*", help=argparse.SUPPRESS)
@@ -242,7 +252,8 @@ def main() -> int:
     n = args.nproc
     steps, agree_steps = (2, 2) if args.quick else (args.steps, args.agreement_steps)
     b = 8 if args.quick else args.batch
-    mcl = args.max_completion_length or (64 if args.quick else (128 if model == "tiny" else 512))
+    mcl = args.max_completion_length or (64 if args.quick else (128 if model == "tiny" else 256))
+    wanted = set(args.runs.split(","))
     result: dict[str, Any] = {"bench": "train_multi", "quick": args.quick, "device": "cuda" if cuda else "cpu",
                               "gpu": torch.cuda.get_device_name(0) if cuda else None,
                               "gpus": torch.cuda.device_count() if cuda else 0, "nproc": n, "model": model,
@@ -260,18 +271,21 @@ def main() -> int:
     # the tasks: synthesised once by the first run, read by the others
     tasks = out / "one_small" / "tasks"
     runs = result["runs"]
-    runs["one_small"] = launch("one_small", out, 1, [*base, f"grpo.max_steps={steps}",
-                                                     f"grpo.per_device_train_batch_size={b}", "data.synthesize=16"])
     keep = out / "tasks"
-    if tasks.exists():
-        shutil.rmtree(keep, ignore_errors=True)
-        shutil.copytree(tasks, keep)
+    if "one_small" in wanted:
+        runs["one_small"] = launch("one_small", out, 1, [*base, f"grpo.max_steps={steps}",
+                                                         f"grpo.per_device_train_batch_size={b}", "data.synthesize=16"])
+        if tasks.exists():
+            shutil.rmtree(keep, ignore_errors=True)
+            shutil.copytree(tasks, keep)
     data = [f"data.tasks={keep}"] if keep.exists() else ["data.synthesize=16"]
-    runs["multi"] = launch("multi", out, n, [*base, *data, f"grpo.max_steps={max(steps, agree_steps)}",
-                                             f"grpo.per_device_train_batch_size={b}"])
-    runs["one_big"] = launch("one_big", out, 1, [*base, *data, f"grpo.max_steps={agree_steps}",
-                                                 f"grpo.per_device_train_batch_size={n * b}"])
-    one, multi, big = runs["one_small"], runs["multi"], runs["one_big"]
+    if "multi" in wanted:
+        runs["multi"] = launch("multi", out, n, [*base, *data, f"grpo.max_steps={max(steps, agree_steps)}",
+                                                 f"grpo.per_device_train_batch_size={b}"])
+    if "one_big" in wanted:
+        runs["one_big"] = launch("one_big", out, 1, [*base, *data, f"grpo.max_steps={agree_steps}",
+                                                     f"grpo.per_device_train_batch_size={n * b}"])
+    one, multi, big = runs.get("one_small", {}), runs.get("multi", {}), runs.get("one_big", {})
     if one.get("tokens_per_s") and multi.get("tokens_per_s"):
         # over the same steps (the multi run goes on for the agreement)
         same = throughput(multi, upto=one["steps"])
@@ -291,19 +305,26 @@ def main() -> int:
             meta = json.loads((big_model / "bench-model.json").read_text())
             fsdp_over = [o for o in base if not o.startswith(("model.", "grpo.learning_rate"))]
             fsdp_over += ["model.tiny=false", f"model.name_or_path={big_model}", "grpo.learning_rate=1e-6",
-                          *data, "grpo.max_steps=3", "grpo.per_device_train_batch_size=8",
-                          "grpo.gradient_checkpointing=true"]
-            runs["fsdp"] = launch("fsdp", out, n, fsdp_over, accelerate_config="fsdp2.yaml")
-            runs["fsdp_one"] = launch("fsdp_one", out, 1, fsdp_over)
+                          *data, "grpo.max_steps=2", "grpo.per_device_train_batch_size=8",
+                          "grpo.max_completion_length=128", "grpo.gradient_checkpointing=true"]
+            if "fsdp" in wanted:
+                runs["fsdp"] = launch("fsdp", out, n, fsdp_over, accelerate_config="fsdp2.yaml")
+            if "fsdp_one" in wanted:
+                runs["fsdp_one"] = launch("fsdp_one", out, 1, fsdp_over)
+            fsdp, fsdp_one = runs.get("fsdp", {}), runs.get("fsdp_one", {})
             result["fsdp"] = {"shape": args.fsdp_shape, "parameters": meta["parameters"],
-                              "fits_one_gpu": runs["fsdp_one"].get("returncode") == 0,
-                              "trains_on_n_gpus": runs["fsdp"].get("returncode") == 0,
-                              "peak_mem_gb_per_gpu": runs["fsdp"].get("peak_mem_gb"),
-                              "tokens_per_s": runs["fsdp"].get("tokens_per_s")}
+                              "fits_one_gpu": fsdp_one.get("returncode") == 0 if fsdp_one else None,
+                              "one_gpu_out_of_memory": fsdp_one.get("out_of_memory"),
+                              "trains_on_n_gpus": fsdp.get("returncode") == 0 if fsdp else None,
+                              "peak_mem_gb_per_gpu": fsdp.get("peak_mem_gb"),
+                              "tokens_per_s": fsdp.get("tokens_per_s")}
     if not args.quick and cuda:
-        ok = [result.get("scaling") is not None and result["scaling"] >= SCALING_TARGET,
-              bool(result.get("agreement", {}).get("reward", {}).get("within_noise"))]
-        if args.fsdp:
+        ok = []
+        if {"one_small", "multi"} <= wanted:
+            ok.append(result.get("scaling") is not None and result["scaling"] >= SCALING_TARGET)
+        if {"multi", "one_big"} <= wanted:
+            ok.append(bool(result.get("agreement", {}).get("reward", {}).get("within_noise")))
+        if args.fsdp and {"fsdp", "fsdp_one"} <= wanted:
             ok.append(bool(result["fsdp"].get("trains_on_n_gpus")) and not result["fsdp"].get("fits_one_gpu"))
         result["target_met"] = all(ok)
     else:
