@@ -6,7 +6,8 @@
       config_file: ../train_tiny.yaml   # its own config, relative to this file (or `config:` inline)
       args: []                    # extra arguments after the command (see `command`)
     k8s:                          # K8sJobConfig
-      kind: job                   # job: batch/v1 indexed Job + torchrun | trainjob: Kubeflow Trainer TrainJob
+      kind: job                   # job: batch/v1 indexed Job | trainjob: Kubeflow Trainer TrainJob
+      accelerate_config_file: ../accelerate/ddp.yaml   # nodes x gpus > 1: the `accelerate launch` config
       image: registry.example/tooldojo:0.1
       gpus: 8                     # per node
       nodes: 2
@@ -88,7 +89,7 @@ class PVCConfig(_Model):
 class K8sJobConfig(_Model):
     """Where and how the job runs on Kubernetes (the `k8s:` section)."""
 
-    kind: Literal["job", "trainjob"] = Field("job", description="job: batch/v1 indexed Job with torchrun (no operator); "
+    kind: Literal["job", "trainjob"] = Field("job", description="job: batch/v1 indexed Job (no operator); "
                                                                 "trainjob: a Kubeflow Trainer v2 TrainJob")
     image: str = Field(..., min_length=1, description="an image with tooldojo installed (`dojo` on PATH)")
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
@@ -114,6 +115,11 @@ class K8sJobConfig(_Model):
     backoff_limit: int = Field(0, ge=0, description="pod failures tolerated (job kind); 0: resubmit instead")
     ttl_after_finished_s: int | None = Field(None, ge=0, description="delete the finished Job after this long")
     master_port: int = Field(29500, gt=0, lt=65536)
+    accelerate_config_file: str | None = Field(
+        None, description="a train job on several processes (nodes x GPUs > 1) runs under `accelerate launch` with "
+                          "this accelerate config, relative to this file (e.g. ../accelerate/fsdp2.yaml); default: "
+                          "DDP, as examples/accelerate/ddp.yaml")
+    accelerate_config: dict[str, Any] | None = Field(None, description="the accelerate config, inline")
     runtime: str = Field("torch-distributed", description="trainjob: the ClusterTrainingRuntime to use")
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
@@ -137,6 +143,17 @@ class K8sJobConfig(_Model):
             if not ENV_NAME.match(name):
                 raise ValueError(f"{name!r} is not an environment variable name")
         return v
+
+    @model_validator(mode="after")
+    def _accelerate(self) -> K8sJobConfig:
+        if self.accelerate_config is not None and self.accelerate_config_file is not None:
+            raise ValueError("give accelerate_config or accelerate_config_file, not both")
+        return self
+
+    @property
+    def processes(self) -> int:
+        """Training processes, all nodes together: one per GPU (one per node without GPUs)."""
+        return self.nodes * max(1, self.gpus)
 
     @property
     def effective_shm(self) -> str | None:
@@ -279,6 +296,42 @@ def resolve_job_config(submit: SubmitConfig, base_dir: Path) -> dict[str, Any] |
         resolved["run"]["output_dir"] = f"{pvc.mount_path.rstrip('/')}/{submit.name}/{out}"
     validate_config(resolved)  # the dump must load again, unchanged in meaning
     return resolved
+
+
+# What examples/accelerate/ddp.yaml holds (a test keeps them equal): the launch of a multi-process
+# train job that names no accelerate config.
+DEFAULT_ACCELERATE: dict[str, Any] = {
+    "compute_environment": "LOCAL_MACHINE", "distributed_type": "MULTI_GPU", "num_machines": 1, "num_processes": 2,
+    "machine_rank": 0, "main_training_function": "main", "mixed_precision": "no", "rdzv_backend": "static",
+    "same_network": True, "use_cpu": False,
+}
+ACCELERATE_KEYS = ("distributed_type", "mixed_precision")
+
+
+def resolve_accelerate_config(submit: SubmitConfig, base_dir: Path) -> dict[str, Any] | None:
+    """The accelerate config of a train job on several processes (None for one process): the file,
+    the inline mapping, or DDP (:data:`DEFAULT_ACCELERATE`)."""
+    import yaml
+
+    k = submit.k8s
+    if submit.job.kind != "train" or k.processes == 1:
+        return None
+    data: Any = k.accelerate_config if k.accelerate_config is not None else dict(DEFAULT_ACCELERATE)
+    if k.accelerate_config_file is not None:
+        f = (base_dir / k.accelerate_config_file).resolve()
+        try:
+            data = yaml.safe_load(f.read_text(encoding="utf-8"))
+        except OSError as e:
+            raise SubmitConfigError(f"k8s.accelerate_config_file: cannot read {f}: {e.strerror or e}") from None
+        except yaml.YAMLError as e:
+            raise SubmitConfigError(f"k8s.accelerate_config_file: {f} is not valid YAML: "
+                                    f"{' '.join(str(e).split())}") from None
+    if not isinstance(data, dict) or any(key not in data for key in ACCELERATE_KEYS):
+        raise SubmitConfigError(f"k8s.accelerate_config: an accelerate config mapping with {', '.join(ACCELERATE_KEYS)} "
+                                "(see examples/accelerate/)")
+    if data.get("use_cpu") and k.gpus:
+        raise SubmitConfigError("k8s.accelerate_config: use_cpu is set but the job asks for GPUs")
+    return data
 
 
 def git_commit(where: Path) -> str:

@@ -8,9 +8,13 @@ from `secrets_from_env` (values never rendered in YAML), the ConfigMap holding t
 config and the submit config itself (what `dojo jobs resubmit` re-renders from), and either
 
 * `kind: job`: a headless Service (multi-node) and a batch/v1 Job with `completionMode: Indexed`,
-  one pod per node; rank = completion index; torchrun finds rank 0 at `<name>-0.<name>`; or
+  one pod per node; machine rank = completion index; rank 0 is at `<name>-0.<name>`; or
 * `kind: trainjob`: a Kubeflow Trainer TrainJob on a ClusterTrainingRuntime (torch-distributed by
   default), its volumes, tolerations and labels applied through `runtimePatches`.
+
+A train job on several processes runs `accelerate launch --config_file /etc/tooldojo/accelerate.yaml
+--num_processes <nodes x GPUs> ... -m tooldojo train ...`, the launch tests/rl/test_distributed.py
+runs; the accelerate config (k8s.accelerate_config_file, default DDP) travels in the ConfigMap.
 
 Every object carries the labels tooldojo.dev/job, /kind, /workload and /config-hash, and the
 annotations tooldojo.dev/git-commit and /config-hash; GPU limits equal requests; GPU pods get
@@ -26,7 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from k8s.config import CONFIG_DIR, CONFIG_PATH, SubmitConfig, SubmitConfigError, resolve_job_config
+from k8s.config import (CONFIG_DIR, CONFIG_PATH, SubmitConfig, SubmitConfigError, resolve_accelerate_config,
+                        resolve_job_config)
 
 MANAGER = "tooldojo.dev/submit"
 LABEL_JOB = "tooldojo.dev/job"
@@ -44,6 +49,7 @@ INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 JOB_CONTAINER = "tooldojo"
 TRAINJOB_CONTAINER = "node"  # the container and replicated job the Trainer runtimes name "node"
 REDACTED = "<redacted>"
+ACCELERATE_PATH = f"{CONFIG_DIR}/accelerate.yaml"  # from the ConfigMap, beside config.yaml
 
 
 @dataclass
@@ -101,16 +107,21 @@ def render(submit: SubmitConfig, *, base_dir: Path, git_commit: str, environ: di
     name = submit.name
     config = resolved_config if resolved_config is not None else resolve_job_config(submit, base_dir)
     args = dojo_argv(submit, config is not None)
-    # what resubmit reads back: self-contained (the config inline), no file paths
+    accelerate = resolve_accelerate_config(submit, base_dir)
+    # what resubmit reads back: self-contained (the configs inline), no file paths
+    k8s_record = k.model_dump(mode="json", exclude_defaults=True, exclude={"accelerate_config_file",
+                                                                           "accelerate_config"})
+    if accelerate is not None:
+        k8s_record["accelerate_config"] = accelerate
     record = {"job": {**submit.job.model_dump(mode="json", exclude_none=True, exclude={"config_file", "config"}),
                       **({"config": config} if config is not None else {}), "name": name},
-              "k8s": k.model_dump(mode="json", exclude_defaults=True)}
+              "k8s": k8s_record}
     body_for_hash = {"job": {kk: v for kk, v in record["job"].items() if kk != "name"}, "k8s": record["k8s"]}
     full_hash = _hash(body_for_hash)
     labels = {**MANAGED, **k.labels, LABEL_JOB: name, LABEL_KIND: submit.job.kind, LABEL_WORKLOAD: k.kind,
               LABEL_HASH: full_hash[:12]}
     gpus = k.gpus
-    command = _command(submit, name, args)
+    command = _command(submit, args, multi_process=accelerate is not None)
     annotations = {**k.annotations, ANN_COMMIT: git_commit, ANN_HASH: full_hash, ANN_NODES: str(k.nodes),
                    ANN_GPUS: str(gpus), ANN_COMMAND: shlex.join(command)}
     if resubmit_of:
@@ -152,6 +163,8 @@ def render(submit: SubmitConfig, *, base_dir: Path, git_commit: str, environ: di
     cm_data = {"submit.yaml": yaml.safe_dump(record, sort_keys=False), "command": shlex.join(command)}
     if config is not None:
         cm_data["config.yaml"] = yaml.safe_dump(config, sort_keys=False)
+    if accelerate is not None:
+        cm_data["accelerate.yaml"] = yaml.safe_dump(accelerate, sort_keys=False)
     manifests.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(f"{name}-config"),
                       "data": dict(sorted(cm_data.items()))})
 
@@ -189,18 +202,25 @@ def render(submit: SubmitConfig, *, base_dir: Path, git_commit: str, environ: di
                     git_commit=git_commit, command=command, secret_values=secret_values, warnings=warnings)
 
 
-def _command(submit: SubmitConfig, name: str, args: list[str]) -> list[str]:
+def _command(submit: SubmitConfig, args: list[str], *, multi_process: bool) -> list[str]:
+    """One process: ``dojo ...``. Several: the launch the multi-process tests run
+    (tests/rl/test_distributed.py), ``accelerate launch --config_file ACCELERATE --num_processes N
+    ... -m tooldojo ...``, with N = nodes x processes per node and the node's rank and rank 0's
+    address from the Job's completion index and headless Service, or from the Trainer runtime's
+    PET_* variables (Kubernetes expands ``$(VAR)`` from the container's environment)."""
     k = submit.k8s
-    if k.kind == "trainjob":
-        # the Trainer's torch runtime sets PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_*; torchrun reads them
-        return ["torchrun", "--no-python", "dojo", *args]
-    if submit.job.kind != "train" or (k.nodes == 1 and k.gpus <= 1):
+    if not multi_process:
         return ["dojo", *args]
-    procs = max(1, k.gpus)
-    if k.nodes == 1:
-        return ["torchrun", "--no-python", "--standalone", f"--nproc-per-node={procs}", "dojo", *args]
-    return ["torchrun", "--no-python", f"--nnodes={k.nodes}", f"--nproc-per-node={procs}", "--node-rank=$(NODE_RANK)",
-            "--master-addr=$(MASTER_ADDR)", "--master-port=$(MASTER_PORT)", "dojo", *args]
+    launch = ["accelerate", "launch", "--config_file", ACCELERATE_PATH, "--num_processes", str(k.processes)]
+    if k.kind == "trainjob":
+        launch += ["--num_machines", str(k.nodes), "--machine_rank", "$(PET_NODE_RANK)",
+                   "--main_process_ip", "$(PET_MASTER_ADDR)", "--main_process_port", "$(PET_MASTER_PORT)"]
+    elif k.nodes > 1:
+        launch += ["--num_machines", str(k.nodes), "--machine_rank", "$(NODE_RANK)",
+                   "--main_process_ip", "$(MASTER_ADDR)", "--main_process_port", "$(MASTER_PORT)"]
+    else:
+        launch += ["--main_process_port", str(k.master_port)]
+    return [*launch, "-m", "tooldojo", *args]
 
 
 def _env(submit: SubmitConfig, name: str) -> list[dict]:

@@ -105,15 +105,22 @@ def _train(config: str | None, args: list[str]) -> dict[str, Any]:
     config_path, overrides = split_config_arg(config, args)
     cfg = load_config(config_path, overrides)  # the only thing before any heavy import
 
-    from rl.run import configure_logging, find_checkpoint, prepare_run_dir, report_to, update_run_record, utc_now
+    from rl.distributed import Ranks, init_distributed, main_first
+    from rl.run import (check_run_dir, configure_logging, prepare_run_dir, record_rank_failure, report_to,
+                        update_run_record, utc_now)
 
+    ranks = Ranks.from_env()  # under accelerate launch / torchrun: rank 0 alone writes the run's records
     report_to(cfg)
-    run_dir = prepare_run_dir(cfg, config_path=config_path, overrides=overrides)
-    checkpoint = find_checkpoint(run_dir, cfg.run.resume)
+    run_dir, checkpoint = check_run_dir(cfg)  # every rank refuses a bad run dir by itself
+    if ranks.distributed:
+        init_distributed()
+    with main_first(ranks):
+        if ranks.is_main:
+            run_dir = prepare_run_dir(cfg, config_path=config_path, overrides=overrides)
     dirs = configure_logging(cfg, run_dir)
-    if dirs:
+    if dirs and ranks.is_main:
         update_run_record(run_dir, logging_dirs=dirs)
-    if checkpoint:
+    if checkpoint and ranks.is_main:
         err_console.print(f"resuming from {checkpoint}", highlight=False, markup=False)
 
     from rl.trainer import train
@@ -123,8 +130,13 @@ def _train(config: str | None, args: list[str]) -> dict[str, Any]:
     except BaseException as e:
         status = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
         error = f"{type(e).__name__}: {e}".splitlines()[0][:500] if status == "failed" else None
-        update_run_record(run_dir, status=status, end_time=utc_now(), error=error)
+        if ranks.distributed:
+            record_rank_failure(run_dir, str(ranks), status, error)
+        else:
+            update_run_record(run_dir, status=status, end_time=utc_now(), error=error)
         raise
+    if not ranks.is_main:
+        return {}
     summary = _summary(result, run_dir, checkpoint)
     update_run_record(run_dir, status="finished", end_time=utc_now(), final_step=summary["steps"],
                       final_reward_mean=summary["final_reward_mean"],
@@ -145,12 +157,26 @@ def train_cmd(
     versions), metrics.jsonl, checkpoints and reward_curve.png; run.resume=true continues the latest checkpoint.
     Prints a summary table and, last, one JSON line."""
     from rl.config import ConfigError  # here, not at the top: `dojo` starts without loading rl.config
+    from rl.distributed import Ranks, record_failure
 
+    ranks = Ranks.from_env()
     try:
         summary = _train(config, list(args or []))
     except ConfigError as e:
         print_config_error(e)
         raise typer.Exit(CONFIG_EXIT_CODE) from None
+    except (KeyboardInterrupt, typer.Exit):
+        raise
+    except BaseException as e:
+        if not ranks.distributed:
+            raise
+        # one line naming the rank, also in the launcher's failure summary; the launcher then stops
+        # the other ranks (they would otherwise wait for this one in a collective)
+        err_console.print(f"error: {record_failure(e, ranks)}", style="red", highlight=False, markup=False,
+                          soft_wrap=True)
+        raise typer.Exit(1) from None
+    if not ranks.is_main:
+        return  # rank 0 prints the report
     _print_summary(summary)
     sys.stdout.flush()
     print(json.dumps(summary), flush=True)

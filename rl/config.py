@@ -193,9 +193,11 @@ class RolloutConfig(_Section):
         0, ge=0, description="rounds of DAPO-style dynamic sampling: a group whose rewards are all equal (no "
                              "gradient) is replaced by a varying group of another task; 0: off. The logged reward "
                              "is then that of the groups trained on, not of the sampled tasks")
-    hf_generation: Literal["auto", "padded", "continuous"] = Field(
+    hf_generation: Literal["auto", "padded", "continuous", "sequential"] = Field(
         "auto", description="without vLLM: padded model.generate batches, or transformers' continuous batching "
-                            "(an episode's next turn joins the running batch); auto: continuous on CUDA")
+                            "(an episode's next turn joins the running batch); auto: continuous on CUDA; "
+                            "sequential: one request at a time, each from its own seed, so samples do not depend "
+                            "on the number of processes (slow; for checking multi-process runs)")
     hf_continuous_batching: dict[str, Any] = Field(
         default_factory=dict, description="transformers ContinuousBatchingConfig keywords over rl.continuous's "
                                           "defaults (max_memory_percent 0.5, CUDA graphs)")

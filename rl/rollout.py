@@ -142,13 +142,15 @@ class MultiTurnRollout:
             raise ValueError(f"system_prompt must be one of {sorted(SYSTEM_PROMPTS)}, not {system_prompt!r}")
         self.system_prompt = SYSTEM_PROMPTS[system_prompt]
         self.episodes_dir = Path(episodes_dir) if episodes_dir is not None else None
-        if hf_generation not in ("auto", "padded", "continuous"):
-            raise ValueError(f"hf_generation must be auto, padded or continuous, not {hf_generation!r}")
+        if hf_generation not in ("auto", "padded", "continuous", "sequential"):
+            raise ValueError(f"hf_generation must be auto, padded, continuous or sequential, not {hf_generation!r}")
         self.hf_generation = hf_generation
         self.hf_continuous_batching = dict(hf_continuous_batching or {})
         if dynamic_sampling < 0:
             raise ValueError(f"dynamic_sampling must be >= 0, not {dynamic_sampling}")
         self.dynamic_sampling = dynamic_sampling
+        self.rank, self.world_size = 0, 1  # set per call from the trainer (rl.distributed)
+        self.policy: Any = None  # rl.distributed.PolicyForGeneration, for transformers generation
         self._portal_cm = None
         self.portal = None
         self.pool = None
@@ -238,8 +240,9 @@ class MultiTurnRollout:
         eos = list(eos) if isinstance(eos, (list, tuple)) else [eos]
         limit = int(getattr(trainer.model.config, "max_position_embeddings", 0) or tok.model_max_length)
 
-        def model_fn() -> Any:
-            return trainer.accelerator.unwrap_model(trainer.model)
+        from rl.distributed import PolicyForGeneration, SequentialHFGenerator
+
+        model_fn = self.policy = PolicyForGeneration(trainer)  # the unsharded policy, under FSDP too
 
         mode = self.hf_generation
         if mode == "auto":  # continuous batching pays off where decoding is launch-bound: on a GPU
@@ -251,13 +254,24 @@ class MultiTurnRollout:
                                                    cb_config=self.hf_continuous_batching)
         else:
             self.generator = HFGenerator(model_fn, tok, sampling, eos_ids=eos, context_limit=limit)
+            if mode == "sequential":
+                self.generator = SequentialHFGenerator(self.generator)
         log.info("multi-turn rollouts generate with transformers (%s batches)", mode)
         return self.generator
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
+        from rl.distributed import Ranks
+
         tasks = [self.task_of(p) for p in prompts]
+        ranks = Ranks.of(trainer)
+        self.rank, self.world_size = ranks.rank, ranks.world_size
         group = int(getattr(trainer.args, "num_generations", 0) or 0) if self.dynamic_sampling else 0
-        out = self.run(tasks, self.generator_for(trainer), step=trainer.state.global_step, group_size=group)
+        generator = self.generator_for(trainer)
+        if self.policy is not None:
+            self.policy.refresh()  # under FSDP: gathers the full weights (every rank, once per step)
+        # this rank's prompts are its slice of the step's batch: episodes are numbered globally
+        out = self.run(tasks, generator, step=trainer.state.global_step, group_size=group,
+                       first=ranks.rank * len(tasks))
         metrics = getattr(trainer, "_metrics", {}).get("train" if trainer.model.training else "eval")
         if metrics is not None:
             keys = ("rollout_s", "generate_s", "mean_batch") + (("flat_groups", "refilled_groups") if group else ())
@@ -269,10 +283,11 @@ class MultiTurnRollout:
         return out
 
     def run(self, tasks: Sequence[Task], generator: Generator, *, step: int = 0,
-            group_size: int = 0) -> dict[str, list[Any]]:
+            group_size: int = 0, first: int = 0) -> dict[str, list[Any]]:
         """Run one episode per task (in order) and return TRL's rollout dict. Episode ``i`` at
-        ``step`` samples with seeds derived from ``(seed, step, i)``: the same step of a resumed
-        run draws the same rollouts.
+        ``step`` samples with seeds derived from ``(seed, step, first + i)``: the same step of a
+        resumed run draws the same rollouts (``first``: the episode's offset in the step's batch
+        across processes).
 
         With ``group_size`` (TRL's num_generations: consecutive runs of that many episodes of one
         task) and ``dynamic_sampling`` rounds, a group whose rewards are all equal (it has no
@@ -283,14 +298,19 @@ class MultiTurnRollout:
             raise RolloutError("MultiTurnRollout is not started: use it as a context manager")
         t0 = time.perf_counter()
         stats = {"generate_s": 0.0, "batches": []}
-        episodes = self._episodes(list(tasks), generator, step, 0, stats)
+        episodes = self._episodes(list(tasks), generator, step, first, stats)
         flat = refilled = 0
         if group_size > 1 and self.dynamic_sampling and len(episodes) % group_size == 0:
             episodes, flat, refilled = self._refill(episodes, generator, step, group_size, stats)
         wall = time.perf_counter() - t0
         self.last = episodes
-        if self.episodes_dir is not None:
-            self.save_episodes(episodes, self.episodes_dir / f"step-{step:06d}.jsonl")
+        if self.episodes_dir is not None:  # every rank's episodes, written by rank 0
+            from rl.distributed import Ranks, gather_rows
+
+            ranks = Ranks(self.rank, self.world_size)
+            rows = gather_rows(self.episode_rows(episodes, rank=self.rank, first=first), ranks)
+            if ranks.is_main:
+                self.write_rows(rows, self.episodes_dir / f"step-{step:06d}.jsonl")
         sampled = sum(sum(e.env_mask) for e in episodes)
         batches = stats["batches"]
         self.stats = {"rollout_s": wall, "generate_s": stats["generate_s"], "sampled_tokens": float(sampled),
@@ -327,11 +347,14 @@ class MultiTurnRollout:
         flat = [k for k, grp in enumerate(groups) if self._flat(grp)]
         n_flat, refilled = len(flat), 0
         used = {e.task_id for e in episodes}
-        first = len(episodes)
+        # refill episodes are numbered after the whole step's batch, in a range of their own per rank
+        n = len(episodes)
+        first = n * self.world_size + self.rank * n * self.dynamic_sampling
         for rnd in range(self.dynamic_sampling):
             if not flat:
                 break
-            pool = sorted(tid for tid in self.tasks if tid not in used)
+            # each rank draws from its own part of the tasks, so no two ranks refill with the same task
+            pool = sorted(tid for tid in self.tasks if tid not in used)[self.rank::self.world_size]
             if not pool:
                 break
             rng = random.Random(f"{self.seed}/{step}/{rnd}")
@@ -351,16 +374,30 @@ class MultiTurnRollout:
         return [e for grp in groups for e in grp], n_flat, refilled
 
     @staticmethod
-    def save_episodes(episodes: Sequence[EpisodeRollout], path: Path) -> None:
-        """One line per episode: its trajectory, reward and components (what `dojo rl behaviours`
-        and people read back)."""
+    def episode_rows(episodes: Sequence[EpisodeRollout], *, rank: int | None = None,
+                     first: int = 0) -> list[dict[str, Any]]:
+        """One row per episode: its trajectory, reward and components (what `dojo rl behaviours`
+        and people read back); with ``rank``, also the rank that ran it and its number in the step."""
+        rows = []
+        for i, e in enumerate(episodes):
+            row = json.loads(e.trajectory.model_dump_json())
+            row["reward"], row["components"], row["solved"] = e.reward, e.components, solved(e.components)
+            row["sampled_tokens"] = sum(e.env_mask)
+            if rank is not None:
+                row["rank"], row["episode"] = rank, first + i
+            rows.append(row)
+        return rows
+
+    @staticmethod
+    def write_rows(rows: Sequence[dict[str, Any]], path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "w") as f:
-            for e in episodes:
-                row = json.loads(e.trajectory.model_dump_json())
-                row["reward"], row["components"], row["solved"] = e.reward, e.components, solved(e.components)
-                row["sampled_tokens"] = sum(e.env_mask)
+            for row in rows:
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+    @classmethod
+    def save_episodes(cls, episodes: Sequence[EpisodeRollout], path: Path) -> None:
+        cls.write_rows(cls.episode_rows(episodes), path)
 
     def to_trl(self, episodes: Sequence[EpisodeRollout]) -> dict[str, list[Any]]:
         return {

@@ -61,6 +61,7 @@ from rl.config import ConfigError, TrainConfig
 __all__ = [
     "RECORD_FILES",
     "attach_callbacks",
+    "check_run_dir",
     "configure_logging",
     "find_checkpoint",
     "git_state",
@@ -70,6 +71,7 @@ __all__ = [
     "plot_reward_curve",
     "prepare_run_dir",
     "read_metrics_jsonl",
+    "record_rank_failure",
     "report_to",
     "reward_points",
     "trainer_kwargs",
@@ -211,6 +213,21 @@ def update_run_record(run_dir: str | Path, **fields: Any) -> dict[str, Any]:
     return record
 
 
+def record_rank_failure(run_dir: str | Path, rank: str, status: str, error: str | None) -> dict[str, Any]:
+    """Record a failed (or interrupted) rank of a multi-process run in ``run.json``: every such
+    rank is appended to ``rank_errors``; ``error`` keeps the first one (the others usually fail
+    because it did: their peer closed the connection)."""
+    path = Path(run_dir) / RUN_FILE
+    record = _read_json(path)
+    entry = {"rank": rank, "status": status, "error": error, "time": utc_now()}
+    errors = record.get("rank_errors") if isinstance(record.get("rank_errors"), list) else []
+    first = record.get("status") != "failed"
+    fields: dict[str, Any] = {"rank_errors": [*errors, entry]}
+    if first:
+        fields.update(status=status, end_time=entry["time"], error=f"{rank}: {error}" if error else None)
+    return update_run_record(run_dir, **fields)
+
+
 def _move_leftovers(run_dir: Path) -> Path | None:
     present = [run_dir / name for name in RECORD_FILES if (run_dir / name).exists()]
     if not present:
@@ -246,15 +263,9 @@ def _trim_metrics(run_dir: Path, step: int | None) -> int:
     return dropped
 
 
-def prepare_run_dir(cfg: TrainConfig, *, config_path: str | Path | None, overrides: list[str]) -> Path:
-    """Create ``cfg.run.output_dir`` and write ``config.yaml`` and ``run.json`` (see the module doc).
-
-    Checks come first, so a refused run writes nothing: a directory holding checkpoints needs
-    ``run.resume`` (:class:`ConfigError` otherwise), and ``run.resume`` needs a checkpoint
-    (:func:`find_checkpoint`). A resume appends a record to ``run.json``'s ``resumes`` (and keeps a
-    changed ``config.yaml`` as ``config.yaml.K``); a fresh run moves an earlier run's leftover
-    records to ``previous-K/``.
-    """
+def check_run_dir(cfg: TrainConfig) -> tuple[Path, str | None]:
+    """``(run dir, checkpoint to resume from or None)``, writing nothing: the checks of
+    :func:`prepare_run_dir` (every rank of a multi-process run makes them; rank 0 then writes)."""
     run_dir = Path(cfg.run.output_dir).expanduser().resolve()
     if run_dir.exists() and not run_dir.is_dir():
         raise ConfigError(f"{run_dir} exists and is not a directory", field="run.output_dir")
@@ -264,7 +275,19 @@ def prepare_run_dir(cfg: TrainConfig, *, config_path: str | Path | None, overrid
         raise ConfigError(
             f"{run_dir} already holds checkpoints ({checkpoints[-1][1].name} the latest): pass run.resume=true to "
             "continue that run, or choose another run.output_dir", field="run.resume")
-    checkpoint = find_checkpoint(run_dir, resume)
+    return run_dir, find_checkpoint(run_dir, resume)
+
+
+def prepare_run_dir(cfg: TrainConfig, *, config_path: str | Path | None, overrides: list[str]) -> Path:
+    """Create ``cfg.run.output_dir`` and write ``config.yaml`` and ``run.json`` (see the module doc).
+
+    Checks come first, so a refused run writes nothing: a directory holding checkpoints needs
+    ``run.resume`` (:class:`ConfigError` otherwise), and ``run.resume`` needs a checkpoint
+    (:func:`find_checkpoint`). A resume appends a record to ``run.json``'s ``resumes`` (and keeps a
+    changed ``config.yaml`` as ``config.yaml.K``); a fresh run moves an earlier run's leftover
+    records to ``previous-K/``.
+    """
+    run_dir, checkpoint = check_run_dir(cfg)
 
     try:
         run_dir.mkdir(parents=True, exist_ok=True)

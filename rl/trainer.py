@@ -95,7 +95,9 @@ def build_trainer(cfg: TrainConfig, run_dir: Path, rollout: Any, tokenizer: Any,
     configure_logging(cfg, run_dir)  # trackio and tensorboard write under run_dir, trackio stays local
     # The dataset comes in our own seeded order (MultiTurnRollout.dataset): a prefix that does not
     # depend on the run's length, so a resumed run sees the same rows; TRL must not re-shuffle it.
-    args = to_grpo_config(cfg, **{**trainer_kwargs(cfg, run_dir), "shuffle_dataset": False, **grpo_extra})
+    # (every parameter of a causal LM takes part in the loss: DDP need not search for unused ones)
+    args = to_grpo_config(cfg, **{**trainer_kwargs(cfg, run_dir), "shuffle_dataset": False,
+                                  "ddp_find_unused_parameters": False, **grpo_extra})
     dtype = cfg.model.dtype if cfg.model.dtype != "auto" else ("bfloat16" if args.bf16 else "float32")
     if args.use_vllm:
         from rl.vllm_sync import patch_trl_colocate_sync, set_colocate_engine_kwargs
@@ -110,12 +112,21 @@ def build_trainer(cfg: TrainConfig, run_dir: Path, rollout: Any, tokenizer: Any,
         os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental in TRL 1.16; we own it
     args.model_init_kwargs = {**(args.model_init_kwargs or {}), "dtype": dtype}
-    # one epoch for the whole run: prompts per optimizer step x steps (see MultiTurnRollout.dataset)
-    prompts = args.max_steps * args.per_device_train_batch_size * args.gradient_accumulation_steps
+    # one epoch for the whole run: prompts per optimizer step (all processes) x steps (see MultiTurnRollout.dataset)
+    prompts = args.max_steps * args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
     dataset = rollout.dataset(prompts // args.num_generations + 1, seed=cfg.run.seed, shuffle=cfg.data.shuffle)
-    return GRPOTrainer(model=model_path, reward_funcs=[rollout.reward_func], args=args,
-                       train_dataset=dataset, processing_class=tokenizer, rollout_func=rollout,
-                       callbacks=callbacks or [])
+    trainer = GRPOTrainer(model=model_path, reward_funcs=[rollout.reward_func], args=args,
+                          train_dataset=dataset, processing_class=tokenizer, rollout_func=rollout,
+                          callbacks=callbacks or [])
+    if args.world_size > 1 and args.device.type == "cpu":
+        from rl.distributed import allow_indexed_cpu_restore
+
+        allow_indexed_cpu_restore()  # resuming loads the optimizer onto cpu:<rank>
+    if os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true" and not trainer.is_fsdp_enabled:
+        # accelerate turns FSDP on for GPU backends only; on CPU (gloo) the launch trains as DDP
+        log.warning("the accelerate config asks for FSDP, but accelerate runs FSDP on GPUs only: this run trains "
+                    "with DDP (%s)", trainer.accelerator.distributed_type)
+    return trainer
 
 
 
@@ -124,6 +135,7 @@ def train(cfg: TrainConfig, *, run_dir: Path | None = None, resume_from: str | N
     """Train ``cfg`` into ``run_dir`` (default: ``run.output_dir``); resume from a checkpoint path."""
     from transformers import set_seed
 
+    from rl.distributed import Ranks, main_first, sandbox_share
     from rl.rollout import MultiTurnRollout
     from sandboxes import SandboxConfig
     from synth.episode import EpisodeLimits
@@ -131,16 +143,21 @@ def train(cfg: TrainConfig, *, run_dir: Path | None = None, resume_from: str | N
     run_dir = Path(run_dir or cfg.run.output_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     set_seed(cfg.run.seed)
-    tasks = load_train_tasks(cfg, run_dir)
-    model_path = resolve_model_path(cfg)
+    ranks = Ranks.from_env()
+    with main_first(ranks):  # rank 0 synthesises the tasks into the run dir; the others read them
+        tasks = load_train_tasks(cfg, run_dir)
+    with main_first(ranks, per_node=True):  # the tiny model is built into each node's cache
+        model_path = resolve_model_path(cfg)
     tokenizer = _load_tokenizer(model_path)
     g, ro = cfg.grpo, cfg.rollout
+    # this process's share of a generation batch (per_device_* is per process)
     generation_batch = g.per_device_train_batch_size * (g.steps_per_generation or g.gradient_accumulation_steps)
     rollout = MultiTurnRollout(
         tasks, tokenizer=tokenizer, reward=cfg.reward,
         limits=EpisodeLimits(max_turns=ro.max_turns, max_tool_calls=ro.max_tool_calls, max_tokens=10**9),
         max_completion_length=g.max_completion_length, user_factory=_user_factory(cfg),
-        sandbox_config=SandboxConfig(backend=ro.sandbox_backend), pool_size=ro.sandboxes or generation_batch,
+        sandbox_config=SandboxConfig(backend=ro.sandbox_backend),
+        pool_size=sandbox_share(ro.sandboxes, generation_batch, ranks),
         tool_timeout=ro.tool_timeout_s, seed=cfg.run.seed, system_prompt=ro.system_prompt,
         episodes_dir=run_dir / "episodes" if ro.save_episodes else None, hf_generation=ro.hf_generation,
         hf_continuous_batching=ro.hf_continuous_batching, dynamic_sampling=ro.dynamic_sampling)
@@ -157,8 +174,9 @@ def train(cfg: TrainConfig, *, run_dir: Path | None = None, resume_from: str | N
             for cb in attached:
                 if hasattr(cb, "close"):
                     cb.close()
-        trainer.save_model(str(run_dir / "final"))
-        tokenizer.save_pretrained(str(run_dir / "final"))
+        trainer.save_model(str(run_dir / "final"))  # every rank: under FSDP it gathers the weights
+        if ranks.is_main:
+            tokenizer.save_pretrained(str(run_dir / "final"))
     history = list(trainer.state.log_history)
     rewards = [h["reward"] for h in history if "reward" in h]
     return TrainResult(run_dir=run_dir, steps=trainer.state.global_step,

@@ -78,7 +78,15 @@ def test_job_shape_multi_node():
     assert spec["completionMode"] == "Indexed" and spec["completions"] == spec["parallelism"] == 2
     c = pod["containers"][0]
     assert c["resources"]["limits"]["nvidia.com/gpu"] == c["resources"]["requests"]["nvidia.com/gpu"] == "8"
-    assert c["command"][:2] == ["torchrun", "--no-python"] and "--node-rank=$(NODE_RANK)" in c["command"]
+    # the launch tests/rl/test_distributed.py runs, across 2 nodes x 8 GPUs
+    assert c["command"] == ["accelerate", "launch", "--config_file", "/etc/tooldojo/accelerate.yaml",
+                            "--num_processes", "16", "--num_machines", "2", "--machine_rank", "$(NODE_RANK)",
+                            "--main_process_ip", "$(MASTER_ADDR)", "--main_process_port", "$(MASTER_PORT)",
+                            "-m", "tooldojo", "train", "/etc/tooldojo/config.yaml"]
+    # the same accelerate config file as the local launch, next to the job's config
+    assert yaml.safe_load(r.manifests[1]["data"]["accelerate.yaml"]) == yaml.safe_load(
+        (ROOT / "examples/accelerate/ddp.yaml").read_text())
+    assert {"name": "tooldojo-config", "mountPath": "/etc/tooldojo", "readOnly": True} in c["volumeMounts"]
     env = {e["name"]: e for e in c["env"]}
     assert env["MASTER_ADDR"]["value"] == "grpo-tiny-0.grpo-tiny"
     assert "job-completion-index" in env["NODE_RANK"]["valueFrom"]["fieldRef"]["fieldPath"]
@@ -98,11 +106,51 @@ def test_command_per_shape():
     one = render_dict(submit_dict())
     assert one.command == ["dojo", "train", "/etc/tooldojo/config.yaml"]
     four = render_dict(submit_dict(gpus=4))
-    assert four.command[:4] == ["torchrun", "--no-python", "--standalone", "--nproc-per-node=4"]
+    assert four.command == ["accelerate", "launch", "--config_file", "/etc/tooldojo/accelerate.yaml",
+                            "--num_processes", "4", "--main_process_port", "29500", "-m", "tooldojo", "train",
+                            "/etc/tooldojo/config.yaml"]
     assert not [m for m in four.manifests if m["kind"] == "Service"]
+    # no accelerate config named: DDP, exactly examples/accelerate/ddp.yaml
+    cm = next(m for m in four.manifests if m["kind"] == "ConfigMap")
+    assert yaml.safe_load(cm["data"]["accelerate.yaml"]) == yaml.safe_load(
+        (ROOT / "examples/accelerate/ddp.yaml").read_text())
+    assert "accelerate.yaml" not in next(m for m in one.manifests if m["kind"] == "ConfigMap")["data"]
     ev = render_dict({"job": {"kind": "eval", "name": "e", "config": {"cases": []}, "args": ["--model", "m@http://x"]},
                       "k8s": {"image": "i"}})
     assert ev.command == ["dojo", "eval", "run", "/etc/tooldojo/config.yaml", "--model", "m@http://x"]
+
+
+def test_trainjob_launch_is_wired_to_the_runtime():
+    r = rendered("train_trainjob.yaml")
+    trainer = r.workload["spec"]["trainer"]
+    assert trainer["numNodes"] == 2 and trainer["numProcPerNode"] == 8
+    assert trainer["command"] == ["accelerate", "launch", "--config_file", "/etc/tooldojo/accelerate.yaml",
+                                  "--num_processes", "16", "--num_machines", "2", "--machine_rank", "$(PET_NODE_RANK)",
+                                  "--main_process_ip", "$(PET_MASTER_ADDR)", "--main_process_port",
+                                  "$(PET_MASTER_PORT)", "-m", "tooldojo", "train", "/etc/tooldojo/config.yaml"]
+
+
+def test_fsdp2_accelerate_config_travels_inline_for_resubmit(tmp_path):
+    data = submit_dict(gpus=2, accelerate_config_file=str(ROOT / "examples/accelerate/fsdp2.yaml"))
+    r = render_dict(data)
+    cm = next(m for m in r.manifests if m["kind"] == "ConfigMap")
+    acc = yaml.safe_load(cm["data"]["accelerate.yaml"])
+    assert acc["distributed_type"] == "FSDP" and acc["fsdp_config"]["fsdp_version"] == 2
+    record = yaml.safe_load(cm["data"]["submit.yaml"])
+    assert record["k8s"]["accelerate_config"] == acc and "accelerate_config_file" not in record["k8s"]
+    again = render(parse_submit_config(record), base_dir=tmp_path, git_commit=COMMIT)  # no file needed
+    assert again.command == r.command and again.config_hash == r.config_hash
+
+
+@pytest.mark.parametrize("k8s, message", [
+    ({"gpus": 2, "accelerate_config_file": "missing.yaml"}, "k8s.accelerate_config_file: cannot read"),
+    ({"gpus": 2, "accelerate_config": {"num_processes": 2}}, "distributed_type"),
+    ({"gpus": 2, "accelerate_config": {"distributed_type": "MULTI_GPU", "mixed_precision": "no"},
+      "accelerate_config_file": "x.yaml"}, "not both"),
+])
+def test_bad_accelerate_configs(k8s, message):
+    with pytest.raises(SubmitConfigError, match=message):
+        render_dict(submit_dict(**k8s))
 
 
 def test_secrets_from_env_never_rendered():
