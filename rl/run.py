@@ -42,7 +42,6 @@ import importlib.metadata
 import importlib.util
 import json
 import logging
-import math
 import os
 import platform
 import re
@@ -57,6 +56,9 @@ from pathlib import Path
 from typing import Any
 
 from rl.config import ConfigError, TrainConfig
+# The metrics helpers lived here before rl.metrics: their names stay importable from rl.run.
+from rl.metrics import as_number, json_line, jsonable  # noqa: F401
+from rl.metrics import plot_reward_curve, read_metrics_jsonl, reward_points, write_metrics_jsonl  # noqa: F401
 
 __all__ = [
     "RECORD_FILES",
@@ -438,146 +440,9 @@ def trainer_kwargs(cfg: TrainConfig, run_dir: str | Path) -> dict[str, Any]:
     }
 
 
-# ================================================================ metrics
-def jsonable(v: Any) -> Any:
-    """``v`` as strict-JSON data: non-finite floats become None, numpy / torch scalars plain numbers."""
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if isinstance(v, Mapping):
-        return {str(k): jsonable(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [jsonable(x) for x in v]
-    if v is None or isinstance(v, (str, int, float, bool)):
-        return v
-    item = getattr(v, "item", None)  # numpy / torch scalars
-    if callable(item):
-        try:
-            return jsonable(item())
-        except (TypeError, ValueError, RuntimeError):
-            pass
-    if isinstance(v, Path):
-        return str(v)
-    return repr(v)
-
-
-def _json_line(entry: Mapping[str, Any]) -> str:
-    return json.dumps(jsonable(dict(entry)), allow_nan=False)
-
-
-def write_metrics_jsonl(log_history: Iterable[Mapping[str, Any]], path: str | Path) -> Path:
-    """One JSON line per log entry (the file is replaced). Non-finite floats become null."""
-    path = Path(path)
-    path.write_text("".join(_json_line(e) + "\n" for e in log_history), encoding="utf-8")
-    return path
-
-
-def read_metrics_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    """The entries of a metrics.jsonl (unreadable lines skipped); [] when there is no file."""
-    path = Path(path)
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            e = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(e, dict):
-            out.append(e)
-    return out
-
-
-def _num(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    v = float(v)
-    return v if math.isfinite(v) else None
-
-
-def reward_points(log_history: Iterable[Mapping[str, Any]]) -> list[tuple[int, float, float | None]]:
-    """``(step, reward, reward_std)`` of every log entry with a finite ``reward`` (TRL's key), by
-    step; a step logged twice keeps its last value."""
-    by_step: dict[int, tuple[float, float | None]] = {}
-    for i, e in enumerate(log_history):
-        r = _num(e.get("reward"))
-        if r is None:
-            continue
-        step = e.get("step")
-        step = int(step) if _num(step) is not None else i
-        by_step[step] = (r, _num(e.get("reward_std")))
-    return [(s, r, sd) for s, (r, sd) in sorted(by_step.items())]
-
-
-def _rolling_mean(values: list[float], window: int) -> list[float]:
-    out, acc = [], 0.0
-    for i, v in enumerate(values):
-        acc += v
-        if i >= window:
-            acc -= values[i - window]
-        out.append(acc / min(i + 1, window))
-    return out
-
-
-def plot_reward_curve(log_history: Iterable[Mapping[str, Any]], path: str | Path, *,
-                      title: str | None = None) -> Path | None:
-    """A PNG of the mean reward per step: the points, a +-``reward_std`` band, a rolling mean; and,
-    when TRL logged per-component means (``rewards/<name>/mean``), one line each in a second panel.
-    None (and no file) when there is no reward point. Uses matplotlib's Agg canvas directly (no
-    pyplot, no global backend switch)."""
-    history = list(log_history)
-    points = reward_points(history)
-    if not points:
-        return None
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    components: dict[str, list[tuple[int, float]]] = {}
-    for i, e in enumerate(history):
-        step = e.get("step")
-        step = int(step) if _num(step) is not None else i
-        for k, v in e.items():
-            if k.startswith("rewards/") and k.endswith("/mean") and _num(v) is not None:
-                components.setdefault(k[len("rewards/"):-len("/mean")], []).append((step, float(v)))
-
-    path = Path(path)
-    panels = 2 if components else 1
-    fig = Figure(figsize=(8, 3.6 * panels), dpi=110, layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(panels, 1, sharex=True, squeeze=False)[:, 0]
-    steps = [s for s, _, _ in points]
-    rewards = [r for _, r, _ in points]
-    ax = axes[0]
-    if any(sd is not None for _, _, sd in points):
-        sds = [sd or 0.0 for _, _, sd in points]
-        ax.fill_between(steps, [r - s for r, s in zip(rewards, sds, strict=True)],
-                        [r + s for r, s in zip(rewards, sds, strict=True)],
-                        alpha=0.2, color="tab:blue", linewidth=0, label="± std")
-    ax.plot(steps, rewards, "o-" if len(points) < 50 else "-", color="tab:blue", alpha=0.55, markersize=3,
-            linewidth=1, label="reward (mean per step)")
-    window = max(1, min(25, len(points) // 5))
-    if window > 1:
-        ax.plot(steps, _rolling_mean(rewards, window), color="tab:red", linewidth=2, label=f"rolling mean ({window})")
-    ax.set_ylabel("reward")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize="small")
-    ax.set_title(title or path.parent.name or "reward")
-    if components:
-        cax = axes[1]
-        for name, pts in sorted(components.items()):
-            pts.sort()
-            cax.plot([s for s, _ in pts], [v for _, v in pts], "-", linewidth=1.5, label=name)
-        cax.set_ylabel("component mean")
-        cax.grid(alpha=0.3)
-        cax.legend(loc="best", fontsize="small")
-    axes[-1].set_xlabel("step")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png")
-    return path
-
-
 # ================================================================ trainer callbacks
 def _fmt(v: Any, spec: str) -> str | None:
-    v = _num(v)
+    v = as_number(v)
     return None if v is None else format(v, spec)
 
 
@@ -633,7 +498,7 @@ def _define_callbacks() -> dict[str, type]:
                 latest["loss"] = loss
             if not latest:  # e.g. the closing train_runtime entry
                 return
-            step_time = _num(logs.get("step_time"))
+            step_time = as_number(logs.get("step_time"))
             step_time = step_time if step_time is not None else self._step_time
             if step_time is not None:
                 latest["step"] = f"{step_time:.1f}s"
@@ -671,7 +536,7 @@ def _define_callbacks() -> dict[str, type]:
             entry = {**logs, "step": state.global_step}
             self.run_dir.mkdir(parents=True, exist_ok=True)
             with open(self.run_dir / METRICS_FILE, "a", encoding="utf-8") as f:
-                f.write(_json_line(entry) + "\n")
+                f.write(json_line(entry) + "\n")
 
         def on_train_end(self, args, state, control, **kwargs):
             if not state.is_world_process_zero:

@@ -33,7 +33,8 @@ REASON_MARK = "Long because:"
 
 # Which packages each package may import (the one-way rule: sandboxes <- toolzoo <- synth <- rewards
 # <- rl, evals; k8s renders and submits jobs from rl's config types and talks to clusters through
-# sandboxes' client; the root CLI and the benches sit on top and nothing imports them).
+# sandboxes' client; the root CLI and the benches sit on top and nothing imports them; a bench may
+# drive the real `dojo` CLI, as a user would).
 _BELOW_RL = {"rewards", "synth", "toolzoo", "sandboxes"}
 ALLOWED: dict[str, set[str]] = {
     "sandboxes": set(),
@@ -44,7 +45,7 @@ ALLOWED: dict[str, set[str]] = {
     "evals": set(_BELOW_RL),
     "k8s": {"rl"} | _BELOW_RL,
     "tooldojo": {"sandboxes", "toolzoo", "synth", "rewards", "rl", "evals", "k8s"},
-    "bench": {"sandboxes", "toolzoo", "synth", "rewards", "rl", "evals", "k8s"},
+    "bench": {"tooldojo", "sandboxes", "toolzoo", "synth", "rewards", "rl", "evals", "k8s"},
 }
 
 
