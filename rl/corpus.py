@@ -200,3 +200,20 @@ def cached_corpus(settings: CorpusSettings, key: str, cache_dir: str | Path | No
     tmp.write_text(corpus.model_dump_json())
     os.replace(tmp, path)
     return corpus
+
+
+def held_out_leaks(texts: list[str], tasks: list[Any]) -> list[tuple[str, str]]:
+    """Where held-out ``tasks`` show up in corpus ``texts``: (task id, what) for each instruction found
+    verbatim, each gold call found as the chat template writes it (``{"name": ..., "arguments": ...}``),
+    and each document that holds the gold tool's name together with every expected output."""
+    found: list[tuple[str, str]] = []
+    for t in tasks:
+        calls = [json.dumps({"name": a.name, "arguments": a.arguments}, ensure_ascii=False) for a in t.gold_actions]
+        gold = t.gold_actions[0].name if t.gold_actions else None
+        for doc in texts:
+            if t.instruction in doc:
+                found.append((t.id, "instruction"))
+            found += [(t.id, f"gold call {c}") for c in calls if c in doc]
+            if t.expected_outputs and gold and f'"name": "{gold}"' in doc and all(o in doc for o in t.expected_outputs):
+                found.append((t.id, f"expected outputs {t.expected_outputs}"))
+    return found
