@@ -186,9 +186,9 @@ def plot_loss(curve: list[dict[str, float]], path: str | os.PathLike[str], title
     va = [(p["step"], p["val_loss"]) for p in curve if "val_loss" in p]
     fig, ax = plt.subplots(figsize=(6, 3.2))
     if tr:
-        ax.plot(*zip(*tr), label="train loss")
+        ax.plot([p[0] for p in tr], [p[1] for p in tr], label="train loss")
     if va:
-        ax.plot(*zip(*va), "o-", label="held-back loss")
+        ax.plot([p[0] for p in va], [p[1] for p in va], "o-", label="held-back loss")
     ax.set_xlabel("step")
     ax.set_ylabel("cross-entropy (nats/token)")
     ax.set_title(title)
