@@ -178,7 +178,8 @@ def study_settings(overrides: list[str], work: Path, workers: int, threads: int,
     return {"overrides": overrides, "workers": workers, "threads_per_worker": threads,
             "sandbox_backend": first.get("backend"), "rollout_engine": first.get("engine"),
             "tasks": cfg.tasks, "held_out": cfg.held_out, "eval_samples": cfg.eval_samples, **extra,
-            "sft": cfg.sft.model_dump(exclude={"seed"}), "tiny": cfg.tiny.model_dump(exclude={"out_dir", "seed"}),
+            "base": cfg.base, "sft": cfg.sft.model_dump(exclude={"seed"}),
+            "tiny": cfg.tiny.model_dump(exclude={"out_dir", "seed"}),
             "train": grpo_config(cfg, work, work, work / "grpo").grpo.model_dump(), "per_seed": per_seed}
 
 
