@@ -134,7 +134,7 @@ def run_grpo(cfg: Any, tasks_dir: Path, model_dir: Path, run_dir: Path) -> dict[
 def evaluate(cfg: Any, model: Path, held: list[Any], out_dir: Path, backend: str) -> dict[str, Any]:
     """Stage 6 for one policy: held-out success, sampled and greedy, exactly as the demo runs it."""
     from rl.demo import train_config
-    from rl.evaluate import evaluate_policy
+    from rl.evaluate import evaluate_policy, pass_at_k
     from synth.episode import EpisodeLimits
 
     tcfg = train_config(cfg, out_dir)
@@ -146,27 +146,19 @@ def evaluate(cfg: Any, model: Path, held: list[Any], out_dir: Path, backend: str
         system_prompt=ro.system_prompt, backend=backend, seed=cfg.seed + 1, out_dir=out_dir)
     return {"success": ev.success, "greedy_success": ev.greedy_success, "mean_reward": ev.mean_reward,
             "mean_sampled_tokens": ev.mean_sampled_tokens, "seconds": round(ev.seconds, 1),
+            "pass_at_k": pass_at_k(ev.per_task),
             "by_tool": by_gold_tool(held, ev.per_task)}
 
 
 def by_gold_tool(tasks: list[Any], per_task: list[Any]) -> dict[str, dict[str, Any]]:
-    """Held-out success per task family (the tasks' first gold tool): where a policy's successes are,
-    and how many tasks it never solves (no sampled nor greedy success: nothing for RL to reinforce)."""
-    family = {t.id: (t.gold_actions[0].name if t.gold_actions else "none") for t in tasks}
-    out: dict[str, dict[str, Any]] = {}
-    for o in per_task:
-        row = out.setdefault(family[o.task_id], {"tasks": 0, "solved": 0, "samples": 0, "never_solved": 0})
-        row["tasks"] += 1
-        row["solved"] += o.solved
-        row["samples"] += o.samples
-        row["never_solved"] += int(o.solved == 0 and not o.greedy_solved)
-    for row in out.values():
-        row["success"] = round(row.pop("solved") / max(1, row.pop("samples")), 4)
-    return dict(sorted(out.items()))
+    """Held-out success per task family (rl.evaluate.by_family)."""
+    from rl.evaluate import by_family
+
+    return by_family(tasks, per_task)
 
 
 def seed_overrides(seed: int) -> list[str]:
-    """A study's per-seed overrides: the demo, the tiny model's init and SFT all take the seed."""
+    """A study's per-seed overrides: the demo, the tiny model's init (base=random) and SFT all take the seed."""
     return [f"seed={seed}", f"tiny.seed={seed}", f"sft.seed={seed}"]
 
 
@@ -186,7 +178,8 @@ def study_settings(overrides: list[str], work: Path, workers: int, threads: int,
     return {"overrides": overrides, "workers": workers, "threads_per_worker": threads,
             "sandbox_backend": first.get("backend"), "rollout_engine": first.get("engine"),
             "tasks": cfg.tasks, "held_out": cfg.held_out, "eval_samples": cfg.eval_samples, **extra,
-            "sft": cfg.sft.model_dump(exclude={"seed"}), "tiny": cfg.tiny.model_dump(exclude={"out_dir", "seed"}),
+            "base": cfg.base, "sft": cfg.sft.model_dump(exclude={"seed"}),
+            "tiny": cfg.tiny.model_dump(exclude={"out_dir", "seed"}),
             "train": grpo_config(cfg, work, work, work / "grpo").grpo.model_dump(), "per_seed": per_seed}
 
 

@@ -77,6 +77,7 @@ def worker_prepare(spec: dict[str, Any]) -> dict[str, Any]:
     t1 = time.perf_counter()
     ev = _stages.evaluate(cfg, Path(res["sft_dir"]), held, out / "eval" / "sft", backend)
     res.update(sft_success=ev["success"], sft_greedy_success=ev["greedy_success"], by_tool=ev["by_tool"],
+               sft_pass_at_k=ev["pass_at_k"],
                minutes={"prime_and_sft": round((t1 - t0) / 60, 2), "eval": round((time.perf_counter() - t1) / 60, 2)})
     return res
 
@@ -223,10 +224,11 @@ def main() -> int:
         _stages.record_failures(result, runs, log)
         ok_prep = {s: p for s, p in prepared.items() if p.get("ok")}
         result["primed"] = {
-            "per_seed": {str(s): {k: p.get(k) for k in ("sft_success", "sft_greedy_success", "sft_final_loss",
+            "per_seed": {str(s): {k: p.get(k) for k in ("sft_success", "sft_greedy_success", "sft_pass_at_k", "sft_final_loss",
                                                          "train_tasks", "held_out_tasks", "by_tool", "minutes")}
                          for s, p in ok_prep.items()},
-            **{k: _stages.stats([p[k] for p in ok_prep.values()]) for k in ("sft_success", "sft_greedy_success")}}
+            **{k: _stages.stats([p.get(k) for p in ok_prep.values()])
+               for k in ("sft_success", "sft_greedy_success", "sft_pass_at_k")}}
         result["variants"] = summarize(variants, ok_prep, runs)
         result["settings"] = _stages.study_settings(
             overrides, work, workers, threads, next(iter(ok_prep.values()), {}),

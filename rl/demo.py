@@ -3,7 +3,10 @@
     dojo demo                                   # runs/demo, ~10-15 minutes on 2 CPU cores
     dojo demo examples/demo.yaml train.grpo.max_steps=4 out_dir=runs/demo-smoke
 
-1. A tiny random Qwen2 chat model (rl.tiny), built offline.
+1. The base policy: by default the pretrained tiny Qwen2 shipped in rl/base (rl.pretrain: a causal
+   LM trained on the zoo's corpus, rl.corpus, which holds no transcript of the demo's domain),
+   verified against its recorded hashes; ``base=random`` is the random-init rl.tiny model, any
+   other value a folder or Hugging Face model id.
 2. A small slice of the seed zoo: single-action tasks (synth.tasks), split into train and held-out.
    Each task offers its gold tool plus ``distractors`` others.
 3. Priming traces of one cognitive-behaviour condition (synth.behaviours) for the train tasks, run as
@@ -37,7 +40,10 @@ from rl.sft import SFTSettings
 
 log = logging.getLogger("tooldojo.rl.demo")
 
-__all__ = ["DemoConfig", "DemoResult", "load_demo_config", "run_demo"]
+__all__ = ["DemoConfig", "DemoResult", "SHIPPED_BASE", "load_demo_config", "run_demo"]
+
+# The pretrained base (rl/pretrain.py built it; rl/base/pretrain.json says how, and what it scored).
+SHIPPED_BASE = Path(__file__).resolve().parent / "base"
 
 # The dojo-train config the demo starts from (model and tasks are filled in by the demo).
 DEFAULT_TRAIN: dict[str, Any] = {
@@ -64,10 +70,12 @@ class DemoConfig(BaseModel):
 
     out_dir: str = "runs/demo"
     seed: int = 0
+    base: str = Field("pretrained", description="pretrained: the shipped base (rl/base); random: a random-init "
+                                               "rl.tiny model shaped by `tiny`; else a model folder or Hugging Face id")
     tiny: TinyModelParams = Field(default_factory=lambda: TinyModelParams(hidden=128, layers=2, heads=4))
-    # home_devices: the scene tasks (two ids, SC-1 and SC-2) are learned within minutes; device ids and
-    # values (LT-3, heat, 13) mostly are not, quoted or not (bench/results/efficacy_studies_h100.md);
-    # retail or library ids (O-1005, B-210) are not learned at all in this budget
+    # home_devices: the shipped base's corpus leaves it out (docs only), so its held-out tasks are unseen;
+    # from that base the scene tasks prime to ~99%, the device tasks to 20-34%, and RL doubles the latter
+    # (bench/results/pretrained_base_h100.md)
     domains: list[str] = Field(default_factory=lambda: ["home_devices"])
     tasks: int = Field(700, gt=1, description="single-action tasks to synthesise (train + held-out)")
     held_out: int = Field(40, gt=0)
@@ -100,6 +108,11 @@ class DemoResult(BaseModel):
     final_reward: float | None
     out_dir: str
     report: str
+    base_model: str = Field("", description="what the base policy was (shipped pretrained base, random, a path)")
+    sft_pass_at_k: float | None = Field(None, description="primed policy: share of tasks solved in at least one "
+                                                          "of the eval_samples sampled episodes (k = eval_samples)")
+    families: dict[str, dict[str, Any]] = Field(default_factory=dict,
+                                                description="held-out success per task family (gold tool), per policy")
     target_met: bool = Field(description="grpo_success >= sft_success + 0.15 and sft_success > base_success")
 
 
@@ -122,6 +135,12 @@ def load_demo_config(path: str | Path | None = None, overrides: Iterable[str] = 
         check_domains(cfg.domains)
     except ValueError as e:
         raise ConfigError(str(e), field="domains") from None
+    if cfg.base == "pretrained":
+        excluded = shipped_base_excludes()
+        if excluded is not None and not set(cfg.domains) <= set(excluded):
+            raise ConfigError(f"the shipped pretrained base saw transcripts of {sorted(set(cfg.domains) - set(excluded))}"
+                              f" (its corpus leaves out only {excluded}): held-out tasks would not be unseen; "
+                              "use base=random or a base pretrained without them (rl.pretrain)", field="base")
     if cfg.held_out >= cfg.tasks:
         raise ConfigError(f"must be below tasks ({cfg.tasks})", field="held_out")
     train_config(cfg, Path(cfg.out_dir))  # the train section fails here, before anything runs
@@ -169,11 +188,70 @@ def rollout_engine(cfg: DemoConfig) -> str:
     return "vllm" if ro.use_vllm and vllm_available() else "transformers"
 
 
+def shipped_base_excludes() -> list[str] | None:
+    """The domains the shipped base's corpus leaves out (None when no base is shipped)."""
+    try:
+        manifest = json.loads((SHIPPED_BASE / "pretrain.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return list(manifest["settings"]["corpus"]["exclude_domains"])
+
+
 def build_base(cfg: DemoConfig, out: Path) -> Path:
-    """Stage 1: the tiny random chat model, in ``out/base``."""
+    """Stage 1: the base policy in ``out/base`` (float32, with its tokenizer): the shipped pretrained
+    base (its files checked against their recorded sha256), a random rl.tiny model, or ``cfg.base``."""
     from rl.tiny import build_tiny_model
 
-    return build_tiny_model(out / "base", **cfg.tiny.model_dump(exclude={"out_dir"}))
+    if cfg.base == "random":
+        return build_tiny_model(out / "base", **cfg.tiny.model_dump(exclude={"out_dir"}))
+    src = SHIPPED_BASE if cfg.base == "pretrained" else cfg.base
+    return materialize_base(src, out / "base")
+
+
+def materialize_base(src: str | Path, dest: Path) -> Path:
+    """``src`` (a pretrained base folder or a Hugging Face id) saved in float32 in ``dest``; a folder with
+    a ``pretrain.json`` is verified first and the manifest kept beside the copy (the report plots its curve)."""
+    import hashlib
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rl.pretrain import MANIFEST, verify_base
+
+    local = Path(src)
+    manifest = verify_base(local) if (local / MANIFEST).is_file() else None
+    key = manifest["hash"] if manifest else hashlib.sha256(str(src).encode()).hexdigest()
+    stamp = dest / ".source"
+    if stamp.is_file() and stamp.read_text() == key and (dest / "model.safetensors").is_file():
+        return dest
+    import shutil
+
+    shutil.rmtree(dest, ignore_errors=True)
+    model = AutoModelForCausalLM.from_pretrained(str(src), dtype="float32")
+    model.config.dtype = "float32"
+    model.save_pretrained(dest, safe_serialization=True)
+    if manifest and (local / "tokenizer.json").is_file():
+        # the exact tokenizer files (a round trip through AutoTokenizer would rewrite tokenizer_config.json)
+        for f in local.iterdir():
+            if f.name.startswith("tokenizer") or f.suffix == ".jinja":
+                shutil.copy(f, dest / f.name)
+        shutil.copy(local / MANIFEST, dest / MANIFEST)
+    else:
+        AutoTokenizer.from_pretrained(str(src)).save_pretrained(dest)
+    stamp.write_text(key)
+    return dest
+
+
+def base_summary(base: Path) -> dict[str, Any] | None:
+    """The pretrained base's manifest numbers (None for a base without one)."""
+    try:
+        m = json.loads((base / "pretrain.json").read_text())
+    except (OSError, ValueError):
+        return None
+    r, st = m["result"], m["settings"]
+    return {"parameters": r["parameters"], "shape": f"hidden {st['hidden']} x {st['layers']} layers",
+            "corpus": m["corpus"]["counts"], "train_tokens": r["train_tokens"], "steps": r["steps"],
+            "val_loss": r["val_loss"], "tool_call_accuracy": r["tool_call_accuracy"], "hash": m["hash"][:12],
+            "trained_on": m.get("device")}
 
 
 def make_tasks(cfg: DemoConfig, out: Path, backend: str) -> tuple[list[Any], list[Any]]:
@@ -190,6 +268,14 @@ def make_tasks(cfg: DemoConfig, out: Path, backend: str) -> tuple[list[Any], lis
     export_tasks(held, out / "tasks" / "held_out")
     export_tasks(train_tasks, out / "tasks" / "train")
     return train_tasks, held
+
+
+def _describe_base(cfg: DemoConfig) -> str:
+    if cfg.base == "random":
+        return f"random-init rl.tiny (hidden {cfg.tiny.hidden} x {cfg.tiny.layers} layers)"
+    if cfg.base == "pretrained":
+        return "pretrained (rl/base)"
+    return cfg.base
 
 
 def _img(path: Path | None) -> str:
@@ -216,6 +302,13 @@ def write_report(out: Path, result: DemoResult, evals: dict[str, Any], behaviour
     else:
         bhead = ""
     verdict = "met" if result.target_met else "not met"
+    frows = "".join(
+        f"<tr><td>{html.escape(f)}</td><td>{row['tasks']}</td>"
+        + "".join(f"<td>{row[p]['success']:.1%}</td>" if p in row else "<td></td>" for p in ("base", "sft", "grpo"))
+        + "</tr>" for f, row in result.families.items())
+    summary = base_summary(out / "base")
+    base_html = "" if summary is None else (
+        f"<pre>{html.escape(json.dumps(summary, indent=1))}</pre>" + _img(out / "base_loss_curve.png"))
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>tooldojo demo</title>
 <style>body{{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}}
 table{{border-collapse:collapse;margin:1rem 0}}td,th{{border:1px solid #ccc;padding:.3rem .6rem;text-align:right}}
@@ -229,6 +322,11 @@ sandboxes). {result.minutes:.1f} minutes in all. Target (GRPO &ge; SFT + 15 poin
 <p>Success: the final world state equals the gold replay's and every expected output was reported. Sampled:
 {result.eval_samples} episodes per task at temperature 1; greedy: one per task.</p>
 <table><tr><th>policy</th><th>success (sampled)</th><th>success (greedy)</th><th>mean reward</th><th>policy tokens</th></tr>{rows}</table>
+<h2>Held-out success per task family (sampled)</h2>
+<table><tr><th>family (gold tool)</th><th>tasks</th><th>base</th><th>primed</th><th>Dr. GRPO</th></tr>{frows}</table>
+<p>Primed policy pass@{result.eval_samples} (tasks solved in at least one sample):
+{'' if result.sft_pass_at_k is None else f'{result.sft_pass_at_k:.1%}'}.</p>
+<h2>Base model</h2><p>{html.escape(result.base_model)}</p>{base_html}
 <h2>Dr. GRPO reward</h2>{_img(out / "grpo" / "reward_curve.png")}
 <h2>Behaviours (heuristic counter: mean per trajectory, share with at least one)</h2>
 <table><tr><th>trajectories</th><th>n</th>{bhead}</tr>{brows}</table>
@@ -272,9 +370,19 @@ def run_demo(cfg: DemoConfig, *, console: Any = None,
     tcfg = train_config(cfg, out)
     backend, engine = sandbox_backend(cfg), rollout_engine(cfg)
 
-    stage("model")
+    stage("base model")
     base = build_base(cfg, out)
-    done("model")
+    summary = base_summary(base)
+    if summary:
+        from rl.pretrain import plot_loss
+
+        manifest = json.loads((base / "pretrain.json").read_text())
+        plot_loss(manifest["result"]["curve"], out / "base_loss_curve.png",
+                  f"pretraining of the base ({summary['parameters'] / 1e6:.1f}M parameters)")
+        console.print(f"pretrained base {summary['hash']}: {summary['parameters']:,} parameters, "
+                      f"{summary['train_tokens']:,} corpus tokens x {summary['steps']} steps, held-back loss "
+                      f"{summary['val_loss']:.3f}, tool-call token accuracy {summary['tool_call_accuracy']:.3f}")
+    done("base model")
 
     stage("tasks")
     train_tasks, held = make_tasks(cfg, out, backend)
@@ -316,7 +424,12 @@ def run_demo(cfg: DemoConfig, *, console: Any = None,
     except Exception as e:  # noqa: BLE001 - the report goes on without the behaviour table
         log.warning("behaviour report failed: %s", e)
 
+    from rl.evaluate import by_family, pass_at_k
+
     b, s, g = evals["base"], evals["sft"], evals["grpo"]
+    fams = {name: by_family(held, ev.per_task) for name, ev in evals.items()}
+    families = {f: {name: {"success": fams[name][f]["success"], "never_solved": fams[name][f]["never_solved"]}
+                    for name in fams} | {"tasks": fams["sft"][f]["tasks"]} for f in fams["sft"]}
     res = DemoResult(
         base_success=b.success, sft_success=s.success, grpo_success=g.success,
         base_greedy_success=b.greedy_success, sft_greedy_success=s.greedy_success,
@@ -325,6 +438,7 @@ def run_demo(cfg: DemoConfig, *, console: Any = None,
         minutes=round((time.perf_counter() - start) / 60, 2), stage_minutes=stages, sandbox_backend=backend,
         rollout_engine=engine, grpo_steps=result.steps, first_reward=result.first_reward_mean,
         final_reward=result.final_reward_mean, out_dir=str(out), report=str(out / "report.html"),
+        base_model=_describe_base(cfg), sft_pass_at_k=pass_at_k(s.per_task), families=families,
         target_met=g.success >= s.success + 0.15 and s.success > b.success)
     write_report(out, res, evals, behaviours, cfg)
     (out / "result.json").write_text(res.model_dump_json(indent=2))

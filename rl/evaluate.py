@@ -132,3 +132,24 @@ def evaluate_policy(
         MultiTurnRollout.save_episodes(sampled + greedy_eps, out / "trajectories.jsonl")
         (out / "summary.json").write_text(json.dumps(result.model_dump(exclude={"per_task"}), indent=2))
     return result
+
+
+def by_family(tasks: list[Task], per_task: list[TaskOutcome]) -> dict[str, dict[str, Any]]:
+    """Held-out success per task family (the task's first gold tool): where a policy's successes are,
+    and how many tasks it never solves (no sampled nor greedy success: nothing for RL to reinforce)."""
+    family = {t.id: (t.gold_actions[0].name if t.gold_actions else "none") for t in tasks}
+    out: dict[str, dict[str, Any]] = {}
+    for o in per_task:
+        row = out.setdefault(family[o.task_id], {"tasks": 0, "solved": 0, "samples": 0, "never_solved": 0})
+        row["tasks"] += 1
+        row["solved"] += o.solved
+        row["samples"] += o.samples
+        row["never_solved"] += int(o.solved == 0 and not o.greedy_solved)
+    for row in out.values():
+        row["success"] = round(row.pop("solved") / max(1, row.pop("samples")), 4)
+    return dict(sorted(out.items()))
+
+
+def pass_at_k(per_task: list[TaskOutcome]) -> float | None:
+    """Share of tasks solved in at least one of their sampled episodes (k = the samples per task)."""
+    return sum(o.solved > 0 for o in per_task) / len(per_task) if per_task else None

@@ -116,6 +116,11 @@ def test_a_short_demo_runs_every_stage_and_reports(tmp_path):
     page = (out / "report.html").read_text()
     assert "data:image/png;base64," in page and "Held-out success" in page and "verification" in page
     assert json.loads((out / "result.json").read_text()) == last
+    # the pretrained base is its own stage, with its loss curve in the report; results per task family
+    assert "base model" in last["stage_minutes"] and (out / "base" / "pretrain.json").is_file()
+    assert (out / "base_loss_curve.png").is_file() and "Base model" in page and "task family" in page
+    assert 0.0 <= last["sft_pass_at_k"] <= 1.0 and sum(f["tasks"] for f in last["families"].values()) == 8
+    assert all({"base", "sft", "grpo"} <= f.keys() for f in last["families"].values())
     # the primed policy's traces carry the behaviours it was primed with
     primed = [json.loads(x) for x in (out / "prime" / "trajectories.jsonl").read_text().splitlines()]
     assert any("Plan" in (m.get("content") or "") for t in primed for m in t["messages"] if m["role"] == "assistant")

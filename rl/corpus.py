@@ -1,0 +1,219 @@
+"""The pretraining corpus of the tiny base policy, built from the tool zoo alone.
+
+    texts = build_corpus(CorpusSettings(exclude_domains=["home_devices"], tasks_per_domain=400)).texts
+
+Three kinds of documents, each a plain string:
+
+1. Docs: every domain's description and policy, every tool's name, description, JSON schema,
+   return schema and error codes.
+2. Data: each domain's seeded state (``seed(random.Random(s))`` for the task synthesiser's domain
+   seeds), rendered as one ``key: value`` line per record, so ids, names and values appear next to
+   each other the way a tool's output shows them.
+3. Transcripts: replay-validated single- and two-action tasks (synth.tasks) run as real priming
+   episodes (synth.behaviours, the gold-call ``none`` condition and the behaviour-rich ``all``
+   condition) and rendered with the policy's chat template: system prompt, tool block, the user's
+   request, the assistant's ``<tool_call>`` JSON, the tool's answer and the final reply. This is
+   where the copy skill comes from: ids and values from the user's text reappear in the JSON
+   arguments, and values from the tool's output reappear in the answer.
+
+What the demo evaluates on must not be here. The demo's held-out tasks come from its ``domains``
+(home_devices by default), so those domains give docs only (the tool schemas the policy sees in
+every prompt anyway): no seeded data, no transcripts. ``tests/rl/test_corpus.py`` proves that no
+held-out task's instruction, gold call or expected outputs occurs in the corpus.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["CorpusSettings", "Corpus", "build_corpus", "cached_corpus", "domain_docs", "domain_data"]
+
+
+class CorpusSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    exclude_domains: list[str] = Field(default_factory=lambda: ["home_devices"],
+                                       description="domains the demo evaluates on: docs only, no data, no transcripts")
+    domains: list[str] | None = Field(None, description="the transcript domains (None: every other zoo domain)")
+    tasks_per_domain: int = Field(400, ge=0)
+    conditions: list[str] = Field(default_factory=lambda: ["none", "all"],
+                                  description="priming conditions each task is run as (synth.behaviours)")
+    lengths: dict[int, float] = Field(default_factory=lambda: {1: 0.7, 2: 0.3},
+                                      description="gold actions per task and their weights")
+    seed: int = 1000
+    system_prompt: str = "brief"
+    backend: str = "auto"
+    workers: int = Field(1, ge=1, description="domains built in parallel processes (not part of the content)")
+
+
+class Corpus(BaseModel):
+    texts: list[str]
+    counts: dict[str, int]
+    digest: str = Field(description="sha256 over the texts, in order")
+
+
+def _zoo():
+    from toolzoo.domains import seed_zoo
+
+    return seed_zoo()
+
+
+def domain_docs(domain: Any) -> list[str]:
+    """A domain's description, policy and tools as text."""
+    out = [f"{domain.name}: {domain.description}", domain.policy]
+    for t in domain.tools:
+        out.append(f"{t.name}: {t.description}\nparameters: {json.dumps(t.parameters, ensure_ascii=False)}")
+        if t.returns:
+            out.append(f"{t.name} returns: {json.dumps(t.returns, ensure_ascii=False)}")
+        out += [f"{t.name} error {code}: {why}" for code, why in t.errors.items()]
+    return out
+
+
+def _records(obj: Any, path: str = "") -> list[str]:
+    """One line per record (a dict of scalars) in a nested state, with the path that leads to it."""
+    if isinstance(obj, dict):
+        scalars = {k: v for k, v in obj.items() if not isinstance(v, (dict, list))}
+        lines = []
+        if scalars:
+            lines.append((f"{path}: " if path else "") + "; ".join(f"{k}: {json.dumps(v, ensure_ascii=False)}"
+                                                                    for k, v in scalars.items()))
+        for k, v in obj.items():
+            if isinstance(v, (dict, list)):
+                lines += _records(v, f"{path}.{k}" if path else str(k))
+        return lines
+    if isinstance(obj, list):
+        return [line for i, v in enumerate(obj) for line in _records(v, f"{path}[{i}]")]
+    return [f"{path}: {json.dumps(obj, ensure_ascii=False)}"]
+
+
+def domain_data(domain: Any, seeds: range) -> list[str]:
+    """The domain's seeded state for each seed, rendered as text (the zoo's own stdlib-only code)."""
+    from sandboxes.toolserver import InvalidArguments, ToolFailure
+    from toolzoo.runtime import bundle
+
+    out = []
+    for s in seeds:
+        ns: dict[str, Any] = {"ToolFailure": ToolFailure, "InvalidArguments": InvalidArguments,
+                              "__name__": f"corpus_{domain.name}"}
+        exec(compile(bundle(domain, seed=s).source, f"<{domain.name}>", "exec"), ns)  # noqa: S102 - the zoo's code
+        lines = _records(ns["INITIAL_STATE"])
+        out.append(f"{domain.name} data (seed {s}):\n" + "\n".join(lines))
+    return out
+
+
+def render_transcript(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+    """A conversation exactly as the policy sees it (the chat template, no generation prompt)."""
+    from rl.tiny import qwen2_5_chat_template
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env.filters["tojson"] = lambda x, indent=None, **_: json.dumps(x, ensure_ascii=False, indent=indent)
+    return env.from_string(qwen2_5_chat_template()).render(messages=messages, tools=tools, add_generation_prompt=False)
+
+
+def _transcripts(job: tuple[CorpusSettings, str, int]) -> list[str]:
+    """One domain's tasks, run as priming episodes under each condition, rendered."""
+    from synth.behaviours import generate_traces
+    from synth.sft_data import trl_row
+    from synth.tasks import synthesize_tasks
+
+    s, name, seed = job
+    made = synthesize_tasks(s.tasks_per_domain, seed=seed, domains=[name], backend=s.backend,
+                            lengths=s.lengths, user_info_rate=0.0)
+    out = []
+    for condition in s.conditions:
+        for traj in generate_traces(made.tasks, condition, backend=s.backend, system_prompt=s.system_prompt,
+                                    seed=seed):
+            row = trl_row(traj)
+            if row is not None:
+                out.append(render_transcript(row["messages"], row["tools"]))
+    return out
+
+
+def build_corpus(settings: CorpusSettings | None = None,
+                 progress: Callable[[str, int, int], None] | None = None) -> Corpus:
+    """Docs, data and transcripts (module docstring); same settings -> the same texts."""
+    from synth.tasks import DOMAIN_SEEDS
+
+    s = settings or CorpusSettings()
+    zoo = _zoo()
+    names = [d.name for d in zoo.domains]
+    unknown = [d for d in [*s.exclude_domains, *(s.domains or [])] if d not in names]
+    if unknown:
+        raise ValueError(f"unknown domains {unknown}; the zoo has {', '.join(names)}")
+    talk = [d for d in (s.domains or names) if d not in s.exclude_domains]
+    docs: list[str] = []
+    data: list[str] = []
+    for d in zoo.domains:
+        docs += domain_docs(d)
+        if d.name in talk:
+            data += domain_data(d, range(DOMAIN_SEEDS))
+    transcripts: list[str] = []
+    jobs = [(s, name, s.seed + i) for i, name in enumerate(talk)] if s.tasks_per_domain else []
+    if s.workers > 1 and len(jobs) > 1:
+        import concurrent.futures as cf
+        import multiprocessing as mp
+
+        with cf.ProcessPoolExecutor(s.workers, mp_context=mp.get_context("spawn")) as pool:
+            for i, texts in enumerate(pool.map(_transcripts, jobs)):  # in order: the corpus is deterministic
+                transcripts += texts
+                if progress:
+                    progress(jobs[i][1], i + 1, len(jobs))
+    else:
+        for i, job in enumerate(jobs):
+            transcripts += _transcripts(job)
+            if progress:
+                progress(job[1], i + 1, len(jobs))
+    texts = docs + data + transcripts
+    random.Random(s.seed).shuffle(texts)
+    h = hashlib.sha256()
+    for t in texts:
+        h.update(hashlib.sha256(t.encode()).digest())
+    return Corpus(texts=texts, counts={"docs": len(docs), "data": len(data), "transcripts": len(transcripts)},
+                  digest=h.hexdigest())
+
+
+def cached_corpus(settings: CorpusSettings, key: str, cache_dir: str | Path | None = None,
+                  progress: Callable[[str, int, int], None] | None = None) -> Corpus:
+    """:func:`build_corpus`, kept in ``cache_dir`` (default ``$TOOLDOJO_CACHE/corpus``) under ``key``
+    (a hash of the settings and the code that builds it: rl.pretrain.settings_hash's inputs)."""
+    import os
+
+    base = Path(cache_dir) if cache_dir else Path(os.environ.get("TOOLDOJO_CACHE") or
+                                                  Path.home() / ".cache" / "tooldojo") / "corpus"
+    path = base / f"{key}.json"
+    if path.is_file():
+        try:
+            return Corpus.model_validate_json(path.read_text())
+        except ValueError:
+            pass
+    corpus = build_corpus(settings, progress)
+    base.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(corpus.model_dump_json())
+    os.replace(tmp, path)
+    return corpus
+
+
+def held_out_leaks(texts: list[str], tasks: list[Any]) -> list[tuple[str, str]]:
+    """Where held-out ``tasks`` show up in corpus ``texts``: (task id, what) for each instruction found
+    verbatim, each gold call found as the chat template writes it (``{"name": ..., "arguments": ...}``),
+    and each document that holds the gold tool's name together with every expected output."""
+    found: list[tuple[str, str]] = []
+    for t in tasks:
+        calls = [json.dumps({"name": a.name, "arguments": a.arguments}, ensure_ascii=False) for a in t.gold_actions]
+        gold = t.gold_actions[0].name if t.gold_actions else None
+        for doc in texts:
+            if t.instruction in doc:
+                found.append((t.id, "instruction"))
+            found += [(t.id, f"gold call {c}") for c in calls if c in doc]
+            if t.expected_outputs and gold and f'"name": "{gold}"' in doc and all(o in doc for o in t.expected_outputs):
+                found.append((t.id, f"expected outputs {t.expected_outputs}"))
+    return found

@@ -1,0 +1,49 @@
+"""The pretraining corpus holds nothing of the demo's held-out tasks (issue 16)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rl.corpus import CorpusSettings, build_corpus, held_out_leaks
+
+pytestmark = pytest.mark.local
+
+
+@pytest.fixture(scope="module")
+def held_out(tmp_path_factory):
+    """The demo's held-out tasks for seeds 0-2 (the demo's and the bench's seeds), as the demo splits them."""
+    from rl.demo import load_demo_config, make_tasks
+
+    tasks = []
+    for seed in (0, 1, 2):
+        out = tmp_path_factory.mktemp(f"demo{seed}")
+        cfg = load_demo_config(None, [f"seed={seed}", f"out_dir={out}"])
+        tasks += make_tasks(cfg, out, "local")[1]
+    return tasks
+
+
+def test_the_corpus_holds_no_held_out_instruction_gold_call_or_expected_outputs(held_out):
+    # every zoo domain, a few tasks each: the corpus the shipped base was built from, at 1/200 of its size
+    corpus = build_corpus(CorpusSettings(tasks_per_domain=2, backend="local"))
+    assert corpus.counts["transcripts"] > 50 and corpus.counts["data"] > 0
+    assert any(t.startswith("set_home_light: ") for t in corpus.texts)  # the demo domain's tool docs are there
+    assert held_out_leaks(corpus.texts, held_out) == []
+
+
+def test_the_check_finds_transcripts_of_the_demo_domain(held_out):
+    # a corpus that does talk about home_devices: the same detector must see the overlap
+    leaky = build_corpus(CorpusSettings(exclude_domains=[], domains=["home_devices"], tasks_per_domain=60,
+                                        conditions=["none"], backend="local"))
+    kinds = {what.split(" ")[0] for _, what in held_out_leaks(leaky.texts, held_out)}
+    assert {"gold", "expected"} <= kinds
+
+
+def test_the_shipped_base_left_out_the_demo_domain():
+    from rl.demo import load_demo_config, shipped_base_excludes
+    from rl.config import ConfigError
+
+    assert shipped_base_excludes() == ["home_devices"]
+    with pytest.raises(ConfigError) as e:
+        load_demo_config(None, ["domains=[retail_orders]"])
+    assert e.value.problems[0][0] == "base"
+    load_demo_config(None, ["domains=[retail_orders]", "base=random"])  # a random base saw nothing
