@@ -50,15 +50,21 @@ DEFAULT_VARIANTS: dict[str, list[str]] = {
     # of 64 from one 256-episode generation batch: one weight sync per 256 episodes, every turn of all 256
     # episodes in one vLLM batch (the prefill budget fits them, so seeded requests need no waves), and no
     # old-logprob forward (the engine runs float32 like the trainer: the IS ratio it feeds is 1 +- 1e-6)
-    "fast": ["train.grpo.per_device_train_batch_size=64", "train.grpo.gradient_accumulation_steps=4",
+    "b256": ["train.grpo.per_device_train_batch_size=64", "train.grpo.gradient_accumulation_steps=4",
              "train.grpo.learning_rate=3e-4", "train.rollout.vllm_importance_sampling_correction=false",
              "train.rollout.vllm_max_num_batched_tokens=262144"],
+    # and the turns streamed into the engine (rl.vllm_stream): no turn waits for the slowest answer
+    "fast": ["train.grpo.per_device_train_batch_size=64", "train.grpo.gradient_accumulation_steps=4",
+             "train.grpo.learning_rate=3e-4", "train.rollout.vllm_importance_sampling_correction=false",
+             "train.rollout.vllm_max_num_batched_tokens=262144", "train.rollout.vllm_streaming=true"],
 }
 PREPARE_QUICK = ["tasks=24", "held_out=4", "sft.epochs=1", "train.grpo.max_completion_length=64"]
 QUICK_EPISODES = 32
 QUICK_VARIANTS: dict[str, list[str]] = {
     "today": ["train.grpo.per_device_train_batch_size=16", "train.grpo.num_generations=4"],
-    "fast": ["train.grpo.per_device_train_batch_size=32", "train.grpo.num_generations=4", "train.rollout.vllm_importance_sampling_correction=false"],
+    "fast": ["train.grpo.per_device_train_batch_size=16", "train.grpo.gradient_accumulation_steps=2",
+             "train.grpo.num_generations=4", "train.rollout.vllm_importance_sampling_correction=false",
+             "train.rollout.vllm_max_num_batched_tokens=65536", "train.rollout.vllm_streaming=true"],
 }
 
 
@@ -239,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--episodes", type=int, default=None, help="episodes per variant (default 1280: the demo's 40 x 32)")
     ap.add_argument("--repeats", type=int, default=1, help="rounds of the variants, interleaved")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE;...",
-                    help="replaces the default variants (today, fast); the first is the baseline")
+                    help="replaces the default variants (today, b256, fast); the first is the baseline, the last the candidate")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="a demo config override for every job (rl.demo.DemoConfig)")
     ap.add_argument("--model", default=None, help="a primed checkpoint (skips the prepare job; needs --tasks)")
