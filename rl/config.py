@@ -201,6 +201,10 @@ class RolloutConfig(_Section):
     hf_continuous_batching: dict[str, Any] = Field(
         default_factory=dict, description="transformers ContinuousBatchingConfig keywords over rl.continuous's "
                                           "defaults (max_memory_percent 0.5, CUDA graphs)")
+    vllm_streaming: bool = Field(
+        False, description="stream requests into the colocated vLLM engine (rl.vllm_stream): an episode's next "
+                           "turn joins the running batch instead of waiting for the turn's slowest answer; faster, "
+                           "but the samples no longer reproduce exactly from their seeds")
     vllm_max_model_length: int | None = Field(None, gt=0, description="vLLM's context; None: the model's")
     vllm_dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="the colocated engine's dtype; auto: the trainer's (float32 on CPU, bf16 on GPU), "

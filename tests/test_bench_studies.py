@@ -127,3 +127,23 @@ def test_rl_budget_refuses_a_bad_variant_before_running(tmp_path):
     r = subprocess.run([sys.executable, str(ROOT / "bench" / "rl_budget.py"), "--variant", "no-colon"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode != 0 and "NAME:KEY=VALUE" in r.stderr
+
+
+@pytest.mark.slow
+def test_rl_speed_quick_prints_one_json_line_last(tmp_path):
+    res = run_quick("rl_speed.py", tmp_path)
+    assert res["bench"] == "rl_speed" and res["baseline"] == "today" and res["candidate"] == "fast"
+    assert res["episodes"] == 32
+    for name, per_step in (("today", 16), ("fast", 32)):
+        run = res["variants"][name]["runs"][0]
+        # the same episodes, in steps of the variant's size, the whole stage timed
+        assert run["episodes"] == 32 and run["episodes_per_step"] == per_step and run["steps"] == 32 // per_step
+        assert run["episodes_per_s"] == pytest.approx(run["episodes"] / run["wall_s"], rel=1e-3)
+        phases = run["phase_s"]
+        assert {"rollout", "generate", "weight_sync", "engine_start", "train_forward", "backward"} <= set(phases)
+        assert phases["rollout"] >= phases["generate"] > 0 and run["phase_calls"]["weight_sync"] == run["steps"]
+        assert run["in_loop_s"] <= run["wall_s"]
+    assert res["speedup"] == pytest.approx(res["candidate_episodes_per_s"] / res["baseline_episodes_per_s"], rel=1e-2)
+    # the fast path skips TRL's no-grad old-logprob pass; today's path runs it once per step
+    assert "old_logprobs" not in res["variants"]["fast"]["runs"][0]["phase_s"]
+    assert res["variants"]["today"]["runs"][0]["phase_calls"]["old_logprobs"] == 2

@@ -265,3 +265,38 @@ def test_seeded_batches_larger_than_a_prefill_step(llm):
     many = _seeded_requests(llm, seqs + 3, 10)
     assert [len(w) for w in gen.waves(many)] == [seqs, 3]
     assert gen.waves([type(r)(r.prompt_ids, r.max_tokens, None) for r in reqs]) == [[0, 1, 2]]
+
+
+def test_streaming_generator_matches_the_batched_one(llm):
+    """rl.vllm_stream: requests streamed into the engine (admitted as the step's token budget allows,
+    so nothing is prefilled in chunks) sample what each seeded request samples alone, greedy ones
+    what the batched generator answers; more prompt tokens than one step takes wait for later steps
+    instead of crashing the engine."""
+    from rl.rollout import GenRequest, RolloutError, Sampling, VLLMGenerator
+    from rl.vllm_stream import VLLMStreamingGenerator
+
+    seeded = _seeded_requests(llm, 3, 400)  # 1200 prompt tokens: more than one 1024-token step
+    stream = VLLMStreamingGenerator(llm, Sampling(temperature=1.0))
+    with stream.session() as s:
+        keys = [s.submit(r) for r in seeded]
+        done: dict[str, object] = {}
+        while len(done) < len(keys):
+            done.update(s.poll(0.0))
+        assert s.admitted[:2] == [2, 1]  # the third prompt waited for the next step, with room
+        assert not s.running and not s.waiting
+    alone = [VLLMGenerator(llm, Sampling(temperature=1.0)).generate([r])[0] for r in seeded]
+    assert [done[k].ids for k in keys] == [a.ids for a in alone] and all(len(a.ids) == 8 for a in alone)
+    for k, a in zip(keys, alone, strict=True):
+        assert done[k].logprobs == pytest.approx(a.logprobs, abs=1e-4)
+
+    greedy = [GenRequest(r.prompt_ids[:50 + 30 * i], 6 + i) for i, r in enumerate(_seeded_requests(llm, 10, 200))]
+    batched = VLLMGenerator(llm, Sampling(temperature=0.0)).generate(greedy)
+    streamed = VLLMStreamingGenerator(llm, Sampling(temperature=0.0)).generate(greedy)
+    assert [b.ids for b in streamed] == [b.ids for b in batched]
+    assert [len(b.ids) for b in streamed] == [6 + i for i in range(10)]  # 10 requests > max_num_seqs (8)
+
+    with stream.session() as s, pytest.raises(RolloutError, match="prefill budget"):
+        s.submit(GenRequest([300] * 1100, 4, seed=1))
+    with stream.session() as s, pytest.raises(RolloutError, match="max_tokens"):
+        s.submit(GenRequest([300] * 10, 0))
+    assert not llm.llm_engine.has_unfinished_requests()
