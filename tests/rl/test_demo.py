@@ -41,7 +41,7 @@ def test_unknown_keys_list_the_demo_config_keys(tmp_path):
     assert "bogus" in msg and "held_out" in msg and "distractors" in msg and "grpo" not in msg, msg
     f = tmp_path / "d.yaml"
     f.write_text("tasks: 20\ncolour: red\n")
-    with pytest.raises(ConfigError, match="colour: unknown key; known keys here: out_dir, seed, tiny"):
+    with pytest.raises(ConfigError, match="colour: unknown key; known keys here: out_dir, seed, base, tiny, domains"):
         load_demo_config(f)
     with pytest.raises(ConfigError, match="sft.nope: unknown key; known keys here: epochs, learning_rate"):
         load_demo_config(None, ["sft.nope=1"])
