@@ -157,6 +157,14 @@ def by_gold_tool(tasks: list[Any], per_task: list[Any]) -> dict[str, dict[str, A
     return by_family(tasks, per_task)
 
 
+def parse_variant(text: str) -> tuple[str, list[str]]:
+    """A ``--variant NAME:KEY=VALUE;KEY=VALUE`` of the RL studies as (name, overrides)."""
+    name, sep, sets = text.partition(":")
+    if not sep or not name.strip():
+        raise SystemExit(f"--variant {text!r}: write NAME:KEY=VALUE;KEY=VALUE (or NAME: for the demo's settings)")
+    return name.strip(), [s.strip() for s in sets.split(";") if s.strip()]
+
+
 def seed_overrides(seed: int) -> list[str]:
     """A study's per-seed overrides: the demo, the tiny model's init (base=random) and SFT all take the seed."""
     return [f"seed={seed}", f"tiny.seed={seed}", f"sft.seed={seed}"]

@@ -54,13 +54,6 @@ def log(msg: str) -> None:
     print(f"[rl_budget] {msg}", file=sys.stderr, flush=True)
 
 
-def parse_variant(text: str) -> tuple[str, list[str]]:
-    name, sep, sets = text.partition(":")
-    if not sep or not name.strip():
-        raise SystemExit(f"--variant {text!r}: write NAME:KEY=VALUE;KEY=VALUE (or NAME: for the demo's settings)")
-    return name.strip(), [s.strip() for s in sets.split(";") if s.strip()]
-
-
 # ------------------------------------------------------------------ workers (one subprocess per job)
 
 def worker_prepare(spec: dict[str, Any]) -> dict[str, Any]:
@@ -189,7 +182,7 @@ def main() -> int:
 
     console = Console(width=max(160, Console().width))
     seeds = [int(s) for s in (args.seeds or ("0" if args.quick else "0,1")).split(",")]
-    variants = (dict(parse_variant(v) for v in args.variant) if args.variant
+    variants = (dict(_stages.parse_variant(v) for v in args.variant) if args.variant
                 else QUICK_VARIANTS if args.quick else DEFAULT_VARIANTS)
     overrides = _stages.run_overrides(args, QUICK)
     from rl.config import ConfigError

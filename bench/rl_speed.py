@@ -72,13 +72,6 @@ def log(msg: str) -> None:
     print(f"[rl_speed] {msg}", file=sys.stderr, flush=True)
 
 
-def parse_variant(text: str) -> tuple[str, list[str]]:
-    name, sep, sets = text.partition(":")
-    if not sep or not name.strip():
-        raise SystemExit(f"--variant {text!r}: write NAME:KEY=VALUE;KEY=VALUE (or NAME: for the demo's settings)")
-    return name.strip(), [s.strip() for s in sets.split(";") if s.strip()]
-
-
 # ------------------------------------------------------------------------------------ the timers
 class Phases:
     """Seconds per named phase (summed) and per step, from wrappers installed on the code paths."""
@@ -261,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         return worker(args.worker)
     if (args.model is None) != (args.tasks is None):
         raise SystemExit("--model and --tasks go together")
-    variants = dict(parse_variant(v) for v in args.variant) if args.variant else \
+    variants = dict(_stages.parse_variant(v) for v in args.variant) if args.variant else \
         (QUICK_VARIANTS if args.quick else DEFAULT_VARIANTS)
     base_overrides = [*(PREPARE_QUICK if args.quick else []), *args.overrides]
     episodes = args.episodes or (QUICK_EPISODES if args.quick else 1280)

@@ -27,7 +27,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from rl.generation import GenRequest, GenResult, RolloutError, Sampling, cut_at_eos
+from rl.generation import GenRequest, GenResult, RolloutError, Sampling, cut_at_eos, run_to_completion
 
 __all__ = ["CB_DEFAULTS", "ContinuousHFGenerator", "ContinuousSession", "cb_kwargs", "check_cb_config"]
 
@@ -186,11 +186,4 @@ class ContinuousHFGenerator:
             return []
         seeds = [r.seed for r in requests if r.seed is not None]
         with self.session(seed=min(seeds) if seeds else None) as s:
-            order = [s.submit(r) for r in requests]
-            done: dict[str, GenResult] = {}
-            while len(done) < len(order):
-                for rid, res in s.poll(0.05):
-                    if isinstance(res, RolloutError):
-                        raise res
-                    done[rid] = res
-        return [done[rid] for rid in order]
+            return run_to_completion(s, requests, wait=0.05)

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["GenRequest", "GenResult", "Generator", "RolloutError", "Sampling", "cut_at_eos"]
+__all__ = ["GenRequest", "GenResult", "Generator", "RolloutError", "Sampling", "StreamSession", "cut_at_eos",
+           "run_to_completion"]
 
 
 class RolloutError(RuntimeError):
@@ -39,6 +40,28 @@ class Generator(Protocol):
     context_limit: int
 
     def generate(self, requests: Sequence[GenRequest]) -> list[GenResult]: ...
+
+
+class StreamSession(Protocol):
+    """A streaming generator's open session: requests go in at any time, results come out as they
+    finish (transformers' continuous batching, vLLM streaming)."""
+
+    def submit(self, request: GenRequest) -> str: ...
+
+    def poll(self, timeout: float) -> list[tuple[str, GenResult | RolloutError]]: ...
+
+
+def run_to_completion(session: StreamSession, requests: Sequence[GenRequest], *, wait: float) -> list[GenResult]:
+    """Submit every request, poll until each has finished, and return the results in request order;
+    a failed request raises its RolloutError."""
+    order = [session.submit(r) for r in requests]
+    done: dict[str, GenResult] = {}
+    while len(done) < len(order):
+        for rid, res in session.poll(wait):
+            if isinstance(res, RolloutError):
+                raise res
+            done[rid] = res
+    return [done[rid] for rid in order]
 
 
 @dataclass

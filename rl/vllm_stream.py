@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from rl.generation import GenRequest, GenResult, RolloutError, Sampling
+from rl.generation import GenRequest, GenResult, RolloutError, Sampling, run_to_completion
 
 __all__ = ["VLLMStreamSession", "VLLMStreamingGenerator"]
 
@@ -167,11 +167,4 @@ class VLLMStreamingGenerator:
         if not requests:
             return []
         with self.session() as s:
-            order = [s.submit(r) for r in requests]
-            done: dict[str, GenResult] = {}
-            while len(done) < len(order):
-                for rid, res in s.poll(0.0):
-                    if isinstance(res, RolloutError):
-                        raise res
-                    done[rid] = res
-        return [done[rid] for rid in order]
+            return run_to_completion(s, requests, wait=0.0)
