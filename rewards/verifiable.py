@@ -34,6 +34,7 @@ from typing import Any
 import anyio
 
 from rewards.base import RewardResult
+from rewards.mentions import _numbers, mentions, normalize  # noqa: F401  (normalize: re-exported)
 from sandboxes import SandboxError, state_digest
 from synth.episode import ToolCallRecord, Trajectory, resolve_domain
 from synth.tasks import Task
@@ -228,50 +229,6 @@ class WorldStateReward:
 
 
 # ============================================================ communication (tau)
-_NUMERIC = re.compile(r"^[-+]?\d[\d,]*(?:\.\d+)?$")
-_NUM_IN_TEXT = re.compile(r"(?<![\w.\-/])([$€£]\s?)?(\d[\d,]*(?:\.\d+)?)(?!\d)(?!-\d)(?:\s*(dollars?|usd|eur|euros?|gbp|pounds?)\b)?")
-
-
-def normalize(text: str) -> str:
-    """tau-bench v1's normalisation: lower case, commas stripped; whitespace collapsed."""
-    return " ".join(text.lower().replace(",", "").split())
-
-
-def _numbers(text: str) -> list[tuple[float, bool]]:
-    """(value, has a currency marker) for every number in the text; '1,999' -> 1999, '$19.99' -> 19.99 (currency)."""
-    out = []
-    for m in _NUM_IN_TEXT.finditer(text.lower()):
-        try:
-            out.append((float(m.group(2).replace(",", "")), bool(m.group(1) or m.group(3))))
-        except ValueError:
-            continue
-    return out
-
-
-def mentions(text: str, expected: str, *, rel_tol: float = 1e-9, currency_cents: bool = True,
-             numbers: list[tuple[float, bool]] | None = None) -> bool:
-    """Does `text` communicate `expected`?
-
-    Numbers are compared numerically, as whole numbers in the text ('12,000' and '12000.00' say 12000;
-    '112000' does not), and an integer amount also matches a currency amount 100x smaller when
-    `currency_cents` ('$120.00' says 12000 cents). Other strings: tau-bench v1's lower-case match with
-    commas stripped, at word boundaries ('H-1' is not in 'H-10').
-    """
-    e = expected.strip()
-    if not e:
-        return True
-    if _NUMERIC.match(e):
-        x = float(e.replace(",", ""))
-        for y, money in (numbers if numbers is not None else _numbers(text)):
-            if abs(x - y) <= rel_tol * max(1.0, abs(x)):
-                return True
-            if currency_cents and money and x.is_integer() and round(y * 100) == x:
-                return True
-        return False
-    n, t = normalize(e), normalize(text)
-    return re.search(r"(?<![a-z0-9])" + re.escape(n) + r"(?![a-z0-9])", t) is not None
-
-
 class CommunicationReward:
     """Every expected output appears in what the agent told the user (assistant text, not tool calls).
 
