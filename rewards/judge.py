@@ -20,9 +20,9 @@ flagged: ``judge:injection_in_data`` when it sits in a user or tool message,
 **The verdict** (``client.json`` with a JSON Schema, which vLLM enforces with guided decoding):
 ``{criteria: [{criterion, met, evidence}], explanation, score}``. It is validated: exactly one entry
 per rubric criterion (the criterion text, or its id ``C1``..), ``score`` in [0, 1], and, when
-``require_evidence``, evidence for every criterion marked met that is actually in the transcript:
-a verbatim quote (the whole evidence, or every ``"quoted"`` part of it, found in the cited steps or
-anywhere when no step is cited) or a valid step reference (``step 3``). A criterion marked *not*
+``require_evidence``, evidence for every criterion marked met that points at a real step and shows
+it: a step reference that exists (``step 3``) and a verbatim quote from that step (the rest of the
+evidence, or every ``"quoted"`` part of it). A bare ``step 3`` is not evidence. A criterion marked *not*
 met needs non-empty evidence whose step references exist (absence cannot be quoted, and a
 wrongly unmet criterion only lowers the score). A rejected verdict is asked for again, with what
 was wrong (at most ``max_reasks`` times); then the judge abstains.
@@ -104,6 +104,8 @@ __all__ = [
 
 # ------------------------------------------------------------------------ the shared machinery
 class _JudgeBase:
+    is_judge = True  # rewards.compose: a judge never lifts a trajectory above its verifiable checks
+
     def __init__(self, client: LLMClient, *, max_reasks: int, require_evidence: bool, name: str, seed: int,
                  max_tokens: int, max_step_chars: int, max_evidence_chars: int, memo_size: int) -> None:
         if max_reasks < 0:

@@ -220,9 +220,10 @@ def _step_refs(evidence: str) -> list[int]:
 
 def check_evidence(evidence: Any, search: dict[int, str], *, quote_required: bool = True) -> str | None:
     """None if ``evidence`` is grounded in the steps of ``search`` (step -> normalised text), else
-    what is wrong. Grounded: non-empty, every step it cites exists, and (``quote_required``) either
-    the whole evidence (after a leading step reference) or every quoted part of it occurs verbatim
-    in the cited steps (anywhere when none is cited), or it is a bare valid step reference."""
+    what is wrong. Grounded: non-empty, every step it cites exists, and (``quote_required``) it
+    cites at least one step and either the whole evidence (after the leading step reference) or
+    every quoted part of it occurs verbatim in the cited steps. A bare step reference ("step 3")
+    is not evidence that a criterion was met: it points at a step but shows nothing in it."""
     if not isinstance(evidence, str) or not evidence.strip():
         return "gives no evidence"
     refs = _step_refs(evidence)
@@ -232,7 +233,9 @@ def check_evidence(evidence: Any, search: dict[int, str], *, quote_required: boo
         return f"cites step {bad[0]}, which is not in the transcript (steps {have})"
     if not quote_required:
         return None
-    scope = [search[r] for r in dict.fromkeys(refs)] if refs else list(search.values())
+    if not refs:
+        return "cites no step: give the step number and a quote copied verbatim from that step"
+    scope = [search[r] for r in dict.fromkeys(refs)]
 
     def found(q: str) -> bool:
         q = _norm(q)
@@ -248,8 +251,7 @@ def check_evidence(evidence: Any, search: dict[int, str], *, quote_required: boo
         missing = [q for q in quotes if not found(q)]
         if not missing:
             return None
-        where = f"step {refs[0]}" if len(set(refs)) == 1 else ("the cited steps" if refs else "the transcript")
+        where = f"step {refs[0]}" if len(set(refs)) == 1 else "the cited steps"
         return f"quotes {_truncate(json.dumps(missing[0], ensure_ascii=False), 80)}, which is not in {where}"
-    if refs:
-        return None  # a bare step reference (with commentary): the step exists
-    return "is neither a quote found in the transcript nor a step reference"
+    where = f"step {refs[0]}" if len(set(refs)) == 1 else "the cited steps"
+    return f"quotes nothing found in {where}: a step reference alone is not evidence"

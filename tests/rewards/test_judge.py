@@ -259,12 +259,17 @@ def test_check_evidence():
     assert check_evidence('step 4: "refund_order"', s) is None
     assert check_evidence('step 5: "refunded": "42.50"', s) is None           # quoting a tool result
     assert check_evidence('step 4: "order_id": "O-1"', s) is None
-    assert check_evidence("Done: your refund amount is 42.50.", s) is None   # a verbatim substring
-    assert check_evidence("steps 2-3", s) is None                            # bare valid references
+    assert check_evidence("step 6: Done: your refund amount is 42.50.", s) is None   # a verbatim substring
+    # issue 22 item 3: evidence must point at a real step AND show it; a bare reference is not evidence
+    assert "a step reference alone is not evidence" in check_evidence("steps 2-3", s)
+    assert "a step reference alone is not evidence" in check_evidence("step 0", s)
+    assert "cites no step" in check_evidence("Done: your refund amount is 42.50.", s)
+    assert "not in step 1" in check_evidence('step 1: "refund amount is 42.50"', s)   # real quote, wrong step
+    assert check_evidence("steps 2-3", s, quote_required=False) is None      # an unmet criterion: refs suffice
     assert "no evidence" in check_evidence("  ", s)
     assert "not in the transcript" in check_evidence("step 42", s)
     assert "not in step 4" in check_evidence('step 4: "refund of 9999.99"', s)
-    assert "neither" in check_evidence("the agent refunded the order", s)
+    assert "cites no step" in check_evidence("the agent refunded the order", s)
     assert check_evidence("the agent never asked", s, quote_required=False) is None
     assert check_evidence("see step 99", s, quote_required=False) is not None
 
