@@ -138,7 +138,9 @@ class _JudgeBase:
         self.memo_size = memo_size
         self._memo: OrderedDict[tuple[str, ...], Any] = OrderedDict()
         self._locks: dict[tuple[str, ...], anyio.Lock] = {}
-        self.stats = {"calls": 0, "memo_hits": 0, "abstains": 0, "reasks": 0, "llm_requests": 0}
+        # llm_errors: requests that failed in transport (unreachable, refused); last_error: the latest one
+        self.stats = {"calls": 0, "memo_hits": 0, "abstains": 0, "reasks": 0, "llm_requests": 0, "llm_errors": 0}
+        self.last_error: str | None = None
 
     # -- memo ------------------------------------------------------------------------------
     def _memo_get(self, key: tuple[str, ...]) -> Any:
@@ -205,7 +207,9 @@ class _JudgeBase:
                 history = [*messages, {"role": "user", "content": feedback}]
                 continue
             except (LLMUnavailable, LLMRequestError, LLMError) as e:
-                return None, attempts, problems, f"{type(e).__name__}: {_truncate(str(e), 400)}"
+                self.stats["llm_errors"] += 1
+                self.last_error = f"{type(e).__name__}: {_truncate(str(e), 400)}"
+                return None, attempts, problems, self.last_error
             try:
                 return validate(value), attempts, problems, None
             except _Rejected as r:

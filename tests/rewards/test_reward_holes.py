@@ -166,3 +166,41 @@ async def test_the_fooled_judge_double_is_fooled(fooled):
     async with judge_client(fooled.base_url) as llm:
         r = await RubricJudge(llm).score(cancel_task(), traj)
     assert r.score == 1.0 and r.details["criteria"][0]["evidence"] == 'step 1: "All done."'
+
+
+# --------------------------------------------------------------------------- item 8
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_agreement_names_an_unreachable_judge_and_exits_non_zero(pool, fooled, tmp_path):
+    """Issue 22 item 8: `rewards agreement` against a dead judge exited 0 with "abstained on 3 (100%)"."""
+    from typer.testing import CliRunner
+
+    from tooldojo.cli import app
+
+    task = cancel_task()
+    idle = await run_episode(task, says("All done."), ScriptedUser(), pool)
+    gold = await run_episode(task, ScriptedAgent(task), ScriptedUser(), pool)
+    (tmp_path / "tasks.jsonl").write_text(task.model_dump_json() + "\n")
+    (tmp_path / "trajs.jsonl").write_text("".join(t.model_dump_json() + "\n" for t in (idle, gold, idle)))
+    args = ["rewards", "agreement", "--tasks", str(tmp_path / "tasks.jsonl"), "--trajectories",
+            str(tmp_path / "trajs.jsonl"), "--judge-model", "m", "--backend", "docker", "--sandboxes", "1"]
+    dead = f"http://127.0.0.1:{_closed_port()}/v1"
+    r = await anyio_to_thread(lambda: CliRunner().invoke(app, [*args, "--judge-base-url", dead]))
+    assert r.exit_code == 1, r.output
+    assert f"the judge at {dead} failed on every call (3 of 3)" in r.output and "LLMUnavailable" in r.output
+    assert "Traceback" not in r.output and "precision" not in r.output
+    ok = await anyio_to_thread(lambda: CliRunner().invoke(app, [*args, "--judge-base-url", fooled.base_url]))
+    assert ok.exit_code == 0 and "precision" in ok.output and "warning" not in ok.output, ok.output
+
+
+async def anyio_to_thread(fn):
+    """The CLI runs its own event loop: call it from a worker thread, not from this test's loop."""
+    import anyio.to_thread
+
+    return await anyio.to_thread.run_sync(fn)
