@@ -152,7 +152,8 @@ def declared_failure(domain: Domain, result: Any) -> bool:
     `errors`, or any `tool_failure` of a tool that declares none, e.g. an MCP tool)? Such a call is
     part of a gold trajectory (tau-bench's "look up O-9999, then cancel O-1000"): its state effect is
     nil and the replay goes on. Any other failure (bad arguments, unknown tool, crash, timeout) means
-    the gold actions are broken and the task cannot be verified."""
+    the gold actions are broken and the task cannot be verified. (Task synthesis, synth.task_replay,
+    stays strict: a task it writes has no failing gold call; imported tasks such as tau-bench's do.)"""
     if getattr(result, "kind", None) != "tool_failure":
         return False
     try:

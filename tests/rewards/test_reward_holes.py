@@ -23,7 +23,7 @@ from rewards.verifiable import WorldStateReward
 from sandboxes import SandboxConfig, SandboxPool
 from synth.episode import CallableAgent, ScriptedAgent, Trajectory, run_episode
 from synth.llm import LLMClient, LLMConfig
-from synth.tasks import Action, Rubric, Task, UserScenario
+from synth.tasks import Action, Rubric, Task, UserScenario, replay_task
 from synth.usersim import ScriptedUser
 from tests.openai_server import ChatServer, completion
 
@@ -73,6 +73,9 @@ async def test_a_gold_call_with_a_declared_error_is_replayed_and_a_do_nothing_ag
     gold = await run_episode(task, ScriptedAgent(task), ScriptedUser(), pool)
     assert [c.ok for c in gold.tool_calls] == [False, True]  # the gold agent hits the same declared error
     assert (await world.score(task, gold)).score == 1.0
+
+    # synthesis stays strict: a task it writes has gold calls that all succeed (a failing one is a broken task)
+    assert not (await replay_task(task, pool)).ok
 
     reward = build_reward(RewardConfig.default(), pool=pool)
     r = await reward.score(task, idle)
