@@ -32,7 +32,8 @@ Three rules no config can turn off (in this order; `details` records which one a
 2. **A weighted verifiable component that abstains makes the total abstain**
    (`details['unverified']`): a task the world-state check cannot verify is never a pass for a
    do-nothing agent on the strength of the other components. Verifiable: every component but the
-   LLM judges; a judge that abstains is left out of the mean as before.
+   LLM judges; a judge that abstains is left out of the mean as before (a gate that abstains
+   follows `gate_abstain`).
 3. **A judge never lifts a trajectory above its verifiable checks**: where verifiable components
    scored, the total is at most their weighted mean (the lowest of their scores when none of them
    is weighted) (`details['judge_capped']`). A judge can lower a reward, never raise one, so a
@@ -244,7 +245,8 @@ class CompositeReward:
         if total is None or details.get("gated_by"):
             return total, reason
         verifiable = {n: r for n, r in results.items() if n not in self.judges}
-        unverified = [n for n, r in verifiable.items() if r.score is None and self.rewards[n][1] > 0]
+        unverified = [n for n, r in verifiable.items()
+                      if r.score is None and self.rewards[n][1] > 0 and n not in self.gate]  # gates: gate_abstain
         if unverified:
             details["unverified"] = unverified
             n = unverified[0]

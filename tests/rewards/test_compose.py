@@ -129,6 +129,9 @@ async def test_a_weighted_verifiable_component_that_abstains_is_never_a_pass():
     assert "world_state could not verify" in r.reason and "gold action #1 failed" in r.reason
     r = await comp(0.0).score(TASK, TRAJ)       # weight 0: reported only, as before
     assert r.score == 1.0 and "unverified" not in r.details
+    weighted_gate = CompositeReward({"a": (Const("a", 1.0), 1.0), "g": (Const("g", None), 1.0)}, gate=["g"],
+                                    gate_abstain="ignore")
+    assert (await weighted_gate.score(TASK, TRAJ)).score == 1.0   # a gate follows gate_abstain
 
 
 async def test_a_judge_never_lifts_a_trajectory_above_its_verifiable_checks():
