@@ -36,6 +36,22 @@ def load_trajectories(path: str | Path):
     return read_trajectories(f)
 
 
+class EndpointFailed(ValueError):
+    """Every call to an LLM endpoint failed, so the command measured nothing (a ValueError: the CLI's
+    one-line error and exit 1)."""
+
+
+def check_endpoint(what: str, url: str, calls: int, failed: int, last_error: str | None) -> None:
+    """After a command's LLM calls: raise EndpointFailed naming the endpoint and the error when every
+    call failed; print one warning line on stderr when some did."""
+    if not failed:
+        return
+    if failed >= calls:
+        raise EndpointFailed(f"{what} at {url} failed on every call ({failed} of {calls}): {last_error}")
+    err_console.print(f"warning: {what} at {url} failed on {failed} of {calls} calls: {last_error}",
+                      style="yellow", highlight=False, markup=False, soft_wrap=True)
+
+
 def _check_backend(backend: str) -> None:
     if backend not in ("auto", "docker", "local"):
         raise ValueError(f"unknown backend {backend!r}: use auto, docker or local")
@@ -174,16 +190,18 @@ def agreement_cmd(
     trajs = load_trajectories(trajectories)
     client = judge_client(judge_base_url, judge_model, judge_api_key_env, judge_cache_dir)
 
+    judge = RubricJudge(client, threshold=threshold, max_tokens=judge_max_tokens)
+
     async def run():
         try:
             async with _pool(backend, sandboxes) as pool:
-                judge = RubricJudge(client, threshold=threshold, max_tokens=judge_max_tokens)
                 return await judge_agreement(task_list, trajs, pool=pool, judge=judge, threshold=threshold,
                                              concurrency=sandboxes)
         finally:
             await client.aclose()
 
     rep = anyio.run(run)
+    check_endpoint("the judge", judge_base_url, judge.stats["llm_requests"], judge.stats["llm_errors"], judge.last_error)
     if as_json:
         print(json.dumps({**rep.model_dump(exclude={"items"}), "confusion": rep.confusion()}))
         return
@@ -198,3 +216,6 @@ def agreement_cmd(
     console.print(f"precision {fmt(rep.precision)}, recall {fmt(rep.recall)}, F1 {fmt(rep.f1)}, accuracy "
                   f"{fmt(rep.accuracy)}, kappa {fmt(rep.cohen_kappa)}; judge abstained on {rep.judge_abstained} "
                   f"({rep.abstention_rate:.0%}), state unverifiable on {rep.state_unverified}", highlight=False)
+    why = next((i["judge_reason"] for i in rep.items if i.get("judge") is None and i.get("judge_reason")), None)
+    if rep.judge_abstained and why:
+        console.print(f"first abstention: {why}", highlight=False, markup=False)

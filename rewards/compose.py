@@ -24,6 +24,21 @@ unverified trajectory never gets a high reward. `threshold` marks acceptance
 (`details['accepted']`, e.g. for the SFT filter): with threshold 1.0, every weighted component
 must be perfect (APIGen-MT: state match AND output match).
 
+Three rules no config can turn off (in this order; `details` records which one acted):
+
+1. **A `hack:` flag from any component zeroes the total** (`details['hacked_by']`: the components
+   that raised one), gate or not, weighted or not, even when that component abstained: a judge
+   that sees the agent inject text into its prompt (`hack:judge_injection`) ends the episode at 0.
+2. **A weighted verifiable component that abstains makes the total abstain**
+   (`details['unverified']`): a task the world-state check cannot verify is never a pass for a
+   do-nothing agent on the strength of the other components. Verifiable: every component but the
+   LLM judges; a judge that abstains is left out of the mean as before (a gate that abstains
+   follows `gate_abstain`).
+3. **A judge never lifts a trajectory above its verifiable checks**: where verifiable components
+   scored, the total is at most their weighted mean (the lowest of their scores when none of them
+   is weighted) (`details['judge_capped']`). A judge can lower a reward, never raise one, so a
+   fooled judge cannot pass a trajectory that fails the state, output or hack checks.
+
 TRL contract of `to_trl_reward` (see its docstring): the trajectory of each completion is found
 through `resolve(row, index)`, where `row` holds that sample's dataset columns plus `prompt`,
 `completion`, `completion_ids` and, under `environment_factory`, its `environment`.
@@ -34,7 +49,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -50,7 +65,7 @@ log = logging.getLogger("tooldojo.rewards")
 Kind = Literal["world_state", "communication", "rubric", "tool_validity", "turn_format", "reverify", "judge", "unit_tests",
                "answer"]
 NEEDS_POOL = ("world_state", "reverify", "unit_tests")
-RESERVED = ("weights", "gates_run", "pre_gate", "accepted", "gated_by")
+RESERVED = ("weights", "gates_run", "pre_gate", "accepted", "gated_by", "hacked_by", "unverified", "judge_capped")
 
 
 # ====================================================================== config
@@ -144,8 +159,13 @@ class CompositeReward:
 
     def __init__(self, rewards: Mapping[str, tuple[Reward, float]], gate: list[str] | tuple[str, ...] = ("reverify",), *,
                  name: str = "reward", threshold: float = 1.0,
-                 gate_abstain: Literal["abstain", "zero", "ignore"] = "abstain", gate_min_score: float | None = None):
+                 gate_abstain: Literal["abstain", "zero", "ignore"] = "abstain", gate_min_score: float | None = None,
+                 judges: Sequence[str] | None = None):
+        """`judges`: the names of the LLM-judge components (rules 2 and 3 of the module docstring);
+        None: the components whose reward has `is_judge` set (rewards.judge's judges do)."""
         self.rewards = dict(rewards)
+        self.judges = set(judges) if judges is not None else {
+            n for n, (r, _w) in self.rewards.items() if getattr(r, "is_judge", False)}
         self.gate = [g for g in gate if g in self.rewards]
         self.name = name
         self.threshold = threshold
@@ -206,9 +226,42 @@ class CompositeReward:
                     total, reason = 0.0, f"gated by {g}: {r.reason}"
                     details["gated_by"] = g
                     break
+        total, reason = self._rules(results, total, reason, details)
         details["pre_gate"] = pre
         details["accepted"] = total is not None and total >= self.threshold - 1e-12
         return RewardResult(name=self.name, score=total, reason=reason, details=details, flags=flags)
+
+    def _rules(self, results: Mapping[str, RewardResult], total: float | None, reason: str,
+               details: dict[str, Any]) -> tuple[float | None, str]:
+        """The hack, unverified and judge-ceiling rules of the module docstring, in that order."""
+        hacked = {n: [f for f in r.flags if f.startswith("hack:")] for n, r in results.items()}
+        hacked = {n: f for n, f in hacked.items() if f}
+        if hacked:
+            details["hacked_by"] = sorted(hacked)
+            if "gated_by" in details:
+                return 0.0, reason
+            n, flags = next(iter(hacked.items()))
+            return 0.0, f"hack flag {', '.join(flags)} from {n}: {results[n].reason}"[:600]
+        if total is None or details.get("gated_by"):
+            return total, reason
+        verifiable = {n: r for n, r in results.items() if n not in self.judges}
+        unverified = [n for n, r in verifiable.items()
+                      if r.score is None and self.rewards[n][1] > 0 and n not in self.gate]  # gates: gate_abstain
+        if unverified:
+            details["unverified"] = unverified
+            n = unverified[0]
+            return None, f"{n} could not verify the trajectory, so the total abstains: {results[n].reason}"[:600]
+        scored = {n: r.score for n, r in verifiable.items() if r.score is not None}
+        if not scored or not any(n in self.judges and r.score is not None for n, r in results.items()):
+            return total, reason
+        weighted = {n: (self.rewards[n][1], s) for n, s in scored.items() if self.rewards[n][1] > 0}
+        cap = (sum(w * s for w, s in weighted.values()) / sum(w for w, _s in weighted.values()) if weighted
+               else min(scored.values()))
+        if total > cap + 1e-12:
+            details["judge_capped"] = {"before": total, "cap": cap}
+            return cap, (f"{reason}; capped at {cap:.2f}: a judge never lifts a trajectory above its verifiable "
+                         "checks")[:700]
+        return total, reason
 
     def _explain(self, results: Mapping[str, RewardResult], total: float | None) -> str:
         if total is None:
@@ -271,7 +324,8 @@ def build_reward(config: RewardConfig | Mapping[str, Any] | str | Path | None = 
     rewards = {spec.name: (build_component(spec, pool=pool, llm_client=llm_client), spec.weight)
                for spec in config.components}
     return CompositeReward(rewards, gate=config.gate, name=config.name, threshold=config.threshold,
-                           gate_abstain=config.gate_abstain, gate_min_score=config.gate_min_score)
+                           gate_abstain=config.gate_abstain, gate_min_score=config.gate_min_score,
+                           judges=[c.name for c in config.components if c.kind == "judge"])
 
 
 # ========================================================================= TRL

@@ -8,10 +8,12 @@ kind but `judge`; default: world_state, communication, tool_validity and the rev
 that scores must score 1.0; no component may raise a `hack:` flag; at least one verifiable
 component must score. Then, when a judge is configured (`--judge-base-url`, or a `judge` component
 in the config), the judge must score >= `threshold`. The judge only sees trajectories that passed
-the verifiable checks (no LLM calls on rejects). A verifiable component that abstains is ignored,
-unless it is a gate of the config (reverify by default): an unverified trajectory is not kept. A
-trajectory whose decision rests on an abstention (a gate, the judge, or no verifiable score at
-all) is *abstained*: dropped unless `keep_abstain`.
+the verifiable checks (no LLM calls on rejects). A verifiable component that abstains is ignored
+only when the config gives it weight 0 and it is not a gate; a gate (reverify by default) or a
+weighted component (world_state, ...) that abstains leaves the trajectory unverified, and an
+unverified trajectory is not kept (rewards.compose's rule). A trajectory whose decision rests on an
+abstention (a gate, a weighted verifiable component, the judge, or no verifiable score at all) is
+*abstained*: dropped unless `keep_abstain`.
 
 **Agreement**: for every trajectory, "state says success" = WorldStateReward scores 1.0, and
 "judge says success" = the judge scores >= threshold. Precision/recall/F1 of the judge against the
@@ -94,8 +96,10 @@ def _hack(flags: Sequence[str]) -> str | None:
 
 
 def decide(components: dict[str, dict[str, Any]], kinds: dict[str, str], gates: Sequence[str],
-           judge: dict[str, Any] | None, threshold: float, keep_abstain: bool) -> tuple[Decision, str, str]:
-    """(decision, reason, category) from each component's brief result; see the module docstring."""
+           judge: dict[str, Any] | None, threshold: float, keep_abstain: bool,
+           weights: dict[str, float] | None = None) -> tuple[Decision, str, str]:
+    """(decision, reason, category) from each component's brief result; see the module docstring.
+    `weights`: each component's weight in the config (None: every component is weighted)."""
     for name, c in components.items():
         flag = _hack(c["flags"])
         if flag:
@@ -107,9 +111,10 @@ def decide(components: dict[str, dict[str, Any]], kinds: dict[str, str], gates: 
     if judge is not None and judge["score"] is not None and judge["score"] < threshold:
         return "rejected", f"judge {judge['score']:.2f} < {threshold:g}: {judge['reason']}", "judge"
     abstain: tuple[str, str] | None = None
-    for g in gates:
+    for g in [*gates, *(n for n in verifiable if (weights or {}).get(n, 1.0) > 0)]:
         if g in verifiable and verifiable[g]["score"] is None:
-            abstain = (f"gate {g} abstained: {verifiable[g]['reason']}", f"abstain:{g}")
+            what = "gate " if g in gates else ""
+            abstain = (f"{what}{g} abstained: {verifiable[g]['reason']}", f"abstain:{g}")
             break
     if abstain is None and verifiable and all(c["score"] is None for c in verifiable.values()):
         abstain = ("no verifiable reward could score it", "abstain:verifiable")
@@ -146,6 +151,7 @@ async def filter_trajectories(
     elif not isinstance(config, RewardConfig):
         config = RewardConfig.model_validate(config)
     kinds = {c.name: c.kind for c in config.components}
+    weights = {c.name: c.weight for c in config.components}
     # Components of kind judge run only on what the verifiable ones accept: split them off.
     verif_cfg = config.model_copy(update={"components": [c for c in config.components if c.kind != "judge"],
                                           "gate": [g for g in config.gate if kinds.get(g) != "judge"]})
@@ -178,7 +184,7 @@ async def filter_trajectories(
                         comps[name] = _brief(total.details[name])
                     else:
                         comps[name] = {"score": None, "reason": "not run (gates skipped)", "flags": []}
-            decision, reason, category = decide(comps, kinds, verif_cfg.gate, None, threshold, keep_abstain=False)
+            decision, reason, category = decide(comps, kinds, verif_cfg.gate, None, threshold, False, weights)
             jres: dict[str, Any] | None = None
             if judges and decision != "rejected":
                 results = [await j.score(task, traj) for j in judges.values()]
@@ -187,7 +193,7 @@ async def filter_trajectories(
                 jres = {"score": jscore, "reason": "; ".join(f"{n}: {r.reason}" for n, r in zip(judges, results, strict=True)),
                         "flags": sorted({f for r in results for f in r.flags}), "components": {
                             n: _brief(r) for n, r in zip(judges, results, strict=True)}}
-                decision, reason, category = decide(comps, kinds, verif_cfg.gate, jres, threshold, keep_abstain)
+                decision, reason, category = decide(comps, kinds, verif_cfg.gate, jres, threshold, keep_abstain, weights)
             elif judges:
                 jres = {"score": None, "reason": "not judged: the verifiable rewards rejected it", "flags": []}
             elif decision == "abstained" and keep_abstain:

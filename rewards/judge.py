@@ -9,7 +9,9 @@ text; the trajectory is *quoted data*. It is rendered as a block of JSON lines, 
 message of the episode) per line, between the lines ``<transcript_data>`` and
 ``</transcript_data>``. Inside the block every ``<``, ``>`` and ``&``, every Unicode look-alike of
 an angle bracket, and every invisible / bidi / line-separator character is written as a JSON
-``\\uXXXX`` escape, and newlines are JSON-escaped too: nothing in a trajectory can close the block,
+``\\uXXXX`` escape (Unicode TAG characters U+E0000-U+E007F, variation selectors, ornamental
+brackets such as ``❮❯❰❱`` and lone surrogates included; the agent's own bytes never make the judge
+abstain), and newlines are JSON-escaped too: nothing in a trajectory can close the block,
 open a new "system" line or otherwise leave the data, and the instruction part of the prompt is
 byte-identical whatever the trajectory says. The system prompt says that everything inside the
 block is material to grade, never instructions. Text that looks like a prompt injection ("ignore
@@ -17,12 +19,19 @@ the rubric", "score 1", fake delimiters or system messages) does not change the 
 flagged: ``judge:injection_in_data`` when it sits in a user or tool message,
 ``hack:judge_injection`` when the agent itself wrote it.
 
+**The budget.** A prompt (system + user message) is at most ``max_prompt_chars`` characters
+(``MAX_PROMPT_CHARS`` = 60,000, about 15k tokens): the data block gets what the instructions leave
+(at least 2,000). Each step's text and each tool call's arguments are cut at ``max_step_chars``
+(marked ``...[N more characters]``); a transcript still too long keeps its first steps (a quarter
+of the budget) and its last ones, with one data line ``{"truncated": true, "omitted_steps": "a-b",
+...}`` in their place. Omitted steps cannot be cited as evidence.
+
 **The verdict** (``client.json`` with a JSON Schema, which vLLM enforces with guided decoding):
 ``{criteria: [{criterion, met, evidence}], explanation, score}``. It is validated: exactly one entry
 per rubric criterion (the criterion text, or its id ``C1``..), ``score`` in [0, 1], and, when
-``require_evidence``, evidence for every criterion marked met that is actually in the transcript:
-a verbatim quote (the whole evidence, or every ``"quoted"`` part of it, found in the cited steps or
-anywhere when no step is cited) or a valid step reference (``step 3``). A criterion marked *not*
+``require_evidence``, evidence for every criterion marked met that points at a real step and shows
+it: a step reference that exists (``step 3``) and a verbatim quote from that step (the rest of the
+evidence, or every ``"quoted"`` part of it). A bare ``step 3`` is not evidence. A criterion marked *not*
 met needs non-empty evidence whose step references exist (absence cannot be quoted, and a
 wrongly unmet criterion only lowers the score). A rejected verdict is asked for again, with what
 was wrong (at most ``max_reasks`` times); then the judge abstains.
@@ -103,11 +112,21 @@ __all__ = [
 
 
 # ------------------------------------------------------------------------ the shared machinery
+MAX_PROMPT_CHARS = 60_000   # the prompt budget (system + user message), about 15k tokens
+MIN_TRANSCRIPT_CHARS = 2_000  # the data block's least share, however long the rubric
+
+
 class _JudgeBase:
+    is_judge = True  # rewards.compose: a judge never lifts a trajectory above its verifiable checks
+
     def __init__(self, client: LLMClient, *, max_reasks: int, require_evidence: bool, name: str, seed: int,
-                 max_tokens: int, max_step_chars: int, max_evidence_chars: int, memo_size: int) -> None:
+                 max_tokens: int, max_step_chars: int, max_evidence_chars: int, memo_size: int,
+                 max_prompt_chars: int) -> None:
         if max_reasks < 0:
             raise ValueError("max_reasks must be >= 0")
+        if max_prompt_chars < 4 * MIN_TRANSCRIPT_CHARS:
+            raise ValueError(f"max_prompt_chars must be >= {4 * MIN_TRANSCRIPT_CHARS}")
+        self.max_prompt_chars = max_prompt_chars
         self.client = client
         self.name = name
         self.max_reasks = max_reasks
@@ -119,7 +138,9 @@ class _JudgeBase:
         self.memo_size = memo_size
         self._memo: OrderedDict[tuple[str, ...], Any] = OrderedDict()
         self._locks: dict[tuple[str, ...], anyio.Lock] = {}
-        self.stats = {"calls": 0, "memo_hits": 0, "abstains": 0, "reasks": 0, "llm_requests": 0}
+        # llm_errors: requests that failed in transport (unreachable, refused); last_error: the latest one
+        self.stats = {"calls": 0, "memo_hits": 0, "abstains": 0, "reasks": 0, "llm_requests": 0, "llm_errors": 0}
+        self.last_error: str | None = None
 
     # -- memo ------------------------------------------------------------------------------
     def _memo_get(self, key: tuple[str, ...]) -> Any:
@@ -133,6 +154,10 @@ class _JudgeBase:
         self._memo.move_to_end(key)
         while len(self._memo) > self.memo_size:
             self._memo.popitem(last=False)
+
+    def _budget(self, frame: list[dict[str, Any]]) -> int:
+        """What the prompt budget leaves the data block, once the instructions (`frame`) are in."""
+        return max(MIN_TRANSCRIPT_CHARS, self.max_prompt_chars - sum(len(m["content"]) for m in frame))
 
     def clear_memo(self) -> None:
         self._memo.clear()
@@ -182,7 +207,9 @@ class _JudgeBase:
                 history = [*messages, {"role": "user", "content": feedback}]
                 continue
             except (LLMUnavailable, LLMRequestError, LLMError) as e:
-                return None, attempts, problems, f"{type(e).__name__}: {_truncate(str(e), 400)}"
+                self.stats["llm_errors"] += 1
+                self.last_error = f"{type(e).__name__}: {_truncate(str(e), 400)}"
+                return None, attempts, problems, self.last_error
             try:
                 return validate(value), attempts, problems, None
             except _Rejected as r:
@@ -204,20 +231,23 @@ class RubricJudge(_JudgeBase):
     def __init__(self, client: LLMClient, *, threshold: float = 0.5, max_reasks: int = 1,
                  require_evidence: bool = True, name: str = "judge", seed: int = DEFAULT_SEED,
                  max_tokens: int = 1024, max_step_chars: int = 4000, max_evidence_chars: int = 300,
-                 memo_size: int = 10_000) -> None:
+                 memo_size: int = 10_000, max_prompt_chars: int = MAX_PROMPT_CHARS) -> None:
         if not 0.0 <= threshold <= 1.0:
             raise ValueError("threshold must be in [0, 1]")
         super().__init__(client, max_reasks=max_reasks, require_evidence=require_evidence, name=name, seed=seed,
                          max_tokens=max_tokens, max_step_chars=max_step_chars,
-                         max_evidence_chars=max_evidence_chars, memo_size=memo_size)
+                         max_evidence_chars=max_evidence_chars, memo_size=memo_size,
+                         max_prompt_chars=max_prompt_chars)
         self.threshold = threshold
 
     def messages(self, task: Task, trajectory: Trajectory) -> list[dict[str, Any]]:
         """The judge prompt (system + user), for inspection."""
-        return self._messages(task, rubric_criteria(task), self._transcript(trajectory))
+        criteria = rubric_criteria(task)
+        return self._messages(task, criteria, self._transcript(task, criteria, trajectory))
 
-    def _transcript(self, trajectory: Trajectory) -> Transcript:
-        return render_transcript(trajectory.messages, max_step_chars=self.max_step_chars)
+    def _transcript(self, task: Task, criteria: list[tuple[str, str, str]], trajectory: Trajectory) -> Transcript:
+        budget = self._budget(self._messages(task, criteria, Transcript(lines=[], steps=[])))
+        return render_transcript(trajectory.messages, max_step_chars=self.max_step_chars, max_chars=budget)
 
     def _messages(self, task: Task, criteria: list[tuple[str, str, str]], tr: Transcript) -> list[dict[str, Any]]:
         user = (_task_section(task, criteria)
@@ -279,7 +309,7 @@ class RubricJudge(_JudgeBase):
         start = time.perf_counter()
         try:
             criteria = rubric_criteria(task)
-            tr = self._transcript(trajectory)
+            tr = self._transcript(task, criteria, trajectory)
             key = (task.id, tr.digest(), _rubric_key(task))
 
             async def compute() -> tuple[RewardResult, bool]:
@@ -360,22 +390,28 @@ class GroupJudge(_JudgeBase):
 
     def __init__(self, client: LLMClient, *, max_reasks: int = 1, require_evidence: bool = True,
                  name: str = "group_judge", seed: int = DEFAULT_SEED, max_tokens: int = 2048,
-                 max_step_chars: int = 2000, max_evidence_chars: int = 300, memo_size: int = 2_000) -> None:
+                 max_step_chars: int = 2000, max_evidence_chars: int = 300, memo_size: int = 2_000,
+                 max_prompt_chars: int = MAX_PROMPT_CHARS) -> None:
         super().__init__(client, max_reasks=max_reasks, require_evidence=require_evidence, name=name, seed=seed,
                          max_tokens=max_tokens, max_step_chars=max_step_chars,
-                         max_evidence_chars=max_evidence_chars, memo_size=memo_size)
+                         max_evidence_chars=max_evidence_chars, memo_size=memo_size,
+                         max_prompt_chars=max_prompt_chars)
 
-    def _render(self, trajectories: Sequence[Trajectory]) -> tuple[list[str], Transcript, list[Transcript], int]:
+    def _render(self, task: Task, trajectories: Sequence[Trajectory]
+                ) -> tuple[list[str], Transcript, list[Transcript], int]:
         convs = [list(t.messages) for t in trajectories]
         k = _common_prefix(convs)
         ids = [f"T{i + 1}" for i in range(len(convs))]
-        shared = render_transcript(convs[0][:k], max_step_chars=self.max_step_chars, label="shared") if k else \
-            Transcript(lines=[], steps=[])
-        own = [render_transcript(c, max_step_chars=self.max_step_chars, label=tid, start=k) for tid, c in zip(ids, convs, strict=True)]
+        empty = Transcript(lines=[], steps=[])
+        each = self._budget(self._messages(task, ids, empty, [empty] * len(ids))) // (len(ids) + (1 if k else 0))
+        shared = render_transcript(convs[0][:k], max_step_chars=self.max_step_chars, label="shared",
+                                   max_chars=each) if k else empty
+        own = [render_transcript(c, max_step_chars=self.max_step_chars, label=tid, start=k, max_chars=each)
+               for tid, c in zip(ids, convs, strict=True)]
         return ids, shared, own, k
 
     def messages(self, task: Task, trajectories: Sequence[Trajectory]) -> list[dict[str, Any]]:
-        ids, shared, own, _k = self._render(trajectories)
+        ids, shared, own, _k = self._render(task, trajectories)
         return self._messages(task, ids, shared, own)
 
     def _messages(self, task: Task, ids: list[str], shared: Transcript, own: list[Transcript]) -> list[dict[str, Any]]:
@@ -436,7 +472,7 @@ class GroupJudge(_JudgeBase):
             return []
         start = time.perf_counter()
         try:
-            ids, shared, own, k = self._render(trajectories)
+            ids, shared, own, k = self._render(task, trajectories)
             key = (task.id, _sha([shared.digest(), *[t.digest() for t in own]]), _rubric_key(task))
 
             async def compute() -> tuple[list[RewardResult], bool]:

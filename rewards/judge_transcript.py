@@ -20,17 +20,38 @@ _MIN_QUOTE = 3  # characters (after normalising) a quote needs to count as evide
 
 # ------------------------------------------------------------------------ escaping the data
 # Characters written as \uXXXX inside the data block: angle brackets and &, their look-alikes
-# (fullwidth, small, CJK, mathematical, single guillemets), C1 controls, zero-width and bidi
-# controls, and the Unicode line/paragraph separators (JSON leaves all of these raw).
-_LOOKALIKES = "<>&\uff1c\uff1e\ufe64\ufe65\u2039\u203a\u3008\u3009\u27e8\u27e9\u2329\u232a\u276c\u276d\u29fc\u29fd\u02c2\u02c3\u1438\u1433\uff06"
+# (fullwidth, small, CJK, mathematical, ornamental, single guillemets), C1 controls, every format
+# character (zero-width, bidi controls, Unicode TAG characters U+E0000-U+E007F, ...), variation
+# selectors, fillers that render as nothing, the line/paragraph separators, and lone surrogates
+# (JSON leaves all of these raw; a lone surrogate cannot even be sent as UTF-8). Characters above
+# U+FFFF are written as a JSON surrogate pair.
+_LOOKALIKES = ("<>&\uff1c\uff1e\ufe64\ufe65\u2039\u203a\u3008\u3009\u27e8\u27e9\u2329\u232a\u276c\u276d\u29fc\u29fd"
+               "\u02c2\u02c3\u1438\u1433\uff06\u276e\u276f\u2770\u2771\u300a\u300b\u27ea\u27eb\u2991\u2992\ufe3f\ufe40")
+_INVISIBLE_RANGES = [
+    (0x80, 0xA0),            # C1 controls
+    (0xD800, 0xE000),        # surrogates: only ever lone in a str
+    (0xFE00, 0xFE10),        # variation selectors
+    (0x180B, 0x1810),        # Mongolian variation selectors and vowel separator
+    (0xE0000, 0xE0080),      # TAG characters (invisible ASCII look-alikes)
+    (0xE0100, 0xE01F0),      # variation selectors supplement
+    (0x1D173, 0x1D17B),      # musical format controls
+    (0x1BCA0, 0x1BCA4),      # shorthand format controls
+]
 _INVISIBLE = (
-    [chr(c) for c in range(0x80, 0xA0)]
-    + [chr(c) for c in range(0x200B, 0x2010)]      # zero-width space/joiners, LRM, RLM
-    + [chr(c) for c in range(0x2028, 0x202F)]      # line/paragraph separators, bidi embeddings
-    + [chr(c) for c in range(0x2060, 0x2070)]      # word joiner, invisible operators, bidi isolates
-    + ["\ufeff", "\u00ad", "\u061c", "\u180e"]
+    {c for a, b in _INVISIBLE_RANGES for c in range(a, b)}
+    | {c for c in range(0x10000) if unicodedata.category(chr(c)) in ("Cf", "Zl", "Zp")}  # zero-width, bidi, LS/PS
+    | {0x034F, 0x115F, 0x1160, 0x3164, 0xFFA0}  # combining grapheme joiner, Hangul fillers
 )
-_ESCAPES = {ord(c): f"\\u{ord(c):04x}" for c in list(_LOOKALIKES) + _INVISIBLE}
+
+
+def _json_escape(cp: int) -> str:
+    if cp < 0x10000:
+        return f"\\u{cp:04x}"
+    cp -= 0x10000
+    return f"\\u{0xD800 + (cp >> 10):04x}\\u{0xDC00 + (cp & 0x3FF):04x}"
+
+
+_ESCAPES = {cp: _json_escape(cp) for cp in {ord(c) for c in _LOOKALIKES} | _INVISIBLE}
 
 
 def escape_data(json_text: str) -> str:
@@ -159,6 +180,8 @@ def _render_step(i: int, m: dict[str, Any], max_chars: int, label: str | None) -
                 args = json.loads(args)
             except ValueError:
                 args = _truncate(args, max_chars)
+        if not isinstance(args, str) and len(json.dumps(args, ensure_ascii=False, default=str)) > max_chars:
+            args = _truncate(json.dumps(args, ensure_ascii=False, default=str), max_chars)
         name = str(fn.get("name") or "")
         calls.append({"name": name, "arguments": args})
         raw.append(name)
@@ -170,9 +193,11 @@ def _render_step(i: int, m: dict[str, Any], max_chars: int, label: str | None) -
 
 
 def render_transcript(messages: Sequence[dict[str, Any]], *, max_step_chars: int = 4000, label: str | None = None,
-                      start: int = 0) -> Transcript:
+                      start: int = 0, max_chars: int | None = None) -> Transcript:
     """Messages ``start``.. of a conversation as quoted data. Each message is one line of JSON (its
-    index in the conversation as ``step``), escaped with :func:`escape_data`."""
+    index in the conversation as ``step``), escaped with :func:`escape_data`; a step's text and each
+    tool call's arguments are cut at ``max_step_chars`` (marked ``...[N more characters]``).
+    ``max_chars``: the budget of the whole block's lines; see :func:`fit_budget`."""
     t = Transcript(lines=[], steps=[])
     for i in range(start, len(messages)):
         m = messages[i]
@@ -187,7 +212,40 @@ def render_transcript(messages: Sequence[dict[str, Any]], *, max_step_chars: int
         t.search[i] = "\n".join(_norm(x) for x in [*raw, plain, line] if x)
         if _injection_like(raw):
             t.injections[i] = step["role"]
-    return t
+    return t if max_chars is None else fit_budget(t, max_chars)
+
+
+TRUNCATED = "truncated"  # the key of the marker line that stands for the steps left out
+
+
+def fit_budget(t: Transcript, max_chars: int, head_share: float = 0.25) -> Transcript:
+    """The transcript within ``max_chars`` characters of lines: the first steps (up to
+    ``head_share`` of the budget) and the last ones (the rest), with one marker line in between,
+    ``{"truncated": true, "omitted_steps": "12-388", "omitted_characters": N, "note": ...}``, that
+    says what was left out. Omitted steps cannot be cited as evidence (the judge never saw them)."""
+    size = sum(len(ln) + 1 for ln in t.lines)
+    if size <= max_chars:
+        return t
+    n = len(t.lines)
+    marker_room = 200
+    room = max(0, max_chars - marker_room)
+    head, used = 0, 0
+    while head < n and used + len(t.lines[head]) + 1 <= room * head_share:
+        used += len(t.lines[head]) + 1
+        head += 1
+    tail = n
+    while tail > head and used + len(t.lines[tail - 1]) + 1 <= room:
+        used += len(t.lines[tail - 1]) + 1
+        tail -= 1
+    gone = t.steps[head:tail]
+    omitted = sum(len(ln) + 1 for ln in t.lines[head:tail])
+    marker = escape_data(json.dumps({TRUNCATED: True, "omitted_steps": f"{gone[0]}-{gone[-1]}" if gone else "",
+                                     "omitted_characters": omitted,
+                                     "note": f"{len(gone)} steps left out to keep the prompt within its budget of "
+                                             f"{max_chars} characters"}))
+    keep = t.steps[:head] + t.steps[tail:]
+    return Transcript(lines=[*t.lines[:head], marker, *t.lines[tail:]], steps=keep,
+                      search={i: t.search[i] for i in keep}, injections=dict(t.injections))
 
 
 # ------------------------------------------------------------------------ evidence
@@ -220,9 +278,10 @@ def _step_refs(evidence: str) -> list[int]:
 
 def check_evidence(evidence: Any, search: dict[int, str], *, quote_required: bool = True) -> str | None:
     """None if ``evidence`` is grounded in the steps of ``search`` (step -> normalised text), else
-    what is wrong. Grounded: non-empty, every step it cites exists, and (``quote_required``) either
-    the whole evidence (after a leading step reference) or every quoted part of it occurs verbatim
-    in the cited steps (anywhere when none is cited), or it is a bare valid step reference."""
+    what is wrong. Grounded: non-empty, every step it cites exists, and (``quote_required``) it
+    cites at least one step and either the whole evidence (after the leading step reference) or
+    every quoted part of it occurs verbatim in the cited steps. A bare step reference ("step 3")
+    is not evidence that a criterion was met: it points at a step but shows nothing in it."""
     if not isinstance(evidence, str) or not evidence.strip():
         return "gives no evidence"
     refs = _step_refs(evidence)
@@ -232,7 +291,9 @@ def check_evidence(evidence: Any, search: dict[int, str], *, quote_required: boo
         return f"cites step {bad[0]}, which is not in the transcript (steps {have})"
     if not quote_required:
         return None
-    scope = [search[r] for r in dict.fromkeys(refs)] if refs else list(search.values())
+    if not refs:
+        return "cites no step: give the step number and a quote copied verbatim from that step"
+    scope = [search[r] for r in dict.fromkeys(refs)]
 
     def found(q: str) -> bool:
         q = _norm(q)
@@ -248,8 +309,7 @@ def check_evidence(evidence: Any, search: dict[int, str], *, quote_required: boo
         missing = [q for q in quotes if not found(q)]
         if not missing:
             return None
-        where = f"step {refs[0]}" if len(set(refs)) == 1 else ("the cited steps" if refs else "the transcript")
+        where = f"step {refs[0]}" if len(set(refs)) == 1 else "the cited steps"
         return f"quotes {_truncate(json.dumps(missing[0], ensure_ascii=False), 80)}, which is not in {where}"
-    if refs:
-        return None  # a bare step reference (with commentary): the step exists
-    return "is neither a quote found in the transcript nor a step reference"
+    where = f"step {refs[0]}" if len(set(refs)) == 1 else "the cited steps"
+    return f"quotes nothing found in {where}: a step reference alone is not evidence"

@@ -276,6 +276,8 @@ class LLMCounter:
         self.client = client
         self.max_tokens = max_tokens
         self.max_chars = max_chars
+        self.stats = {"calls": 0, "failed": 0}   # failed: requests that raised (unreachable, refused, ...)
+        self.last_error: str | None = None
 
     def prompt(self, behaviour: Behaviour, messages: Sequence[dict[str, Any]]) -> str:
         return PROMPT.format(transcript=render_transcript(messages, max_chars=self.max_chars),
@@ -287,11 +289,13 @@ class LLMCounter:
         out = TraceCount(counts=dict.fromkeys(BEHAVIOURS))
 
         async def one(b: Behaviour) -> None:
+            self.stats["calls"] += 1
             try:
                 r = await self.client.chat([{"role": "user", "content": self.prompt(b, messages)}],
                                            temperature=0.0, max_tokens=self.max_tokens)
             except LLMError as e:
-                out.errors[b] = f"{type(e).__name__}: {e}"
+                self.stats["failed"] += 1
+                out.errors[b] = self.last_error = f"{type(e).__name__}: {e}"
                 return
             n = parse_count(r.text)
             out.counts[b] = n

@@ -214,15 +214,23 @@ def behaviours_cmd(
     if counter == "llm" and not (base_url and model):
         raise ValueError("--counter llm needs --base-url and --model")
 
+    counters: list[LLMCounter] = []
+
     async def run():  # -> BehaviourReport
         if counter == "heuristic":
             return await abehaviour_report(source, HeuristicCounter(), concurrency=concurrency)
         from synth.llm import LLMClient, LLMConfig
 
         async with LLMClient(LLMConfig(base_url=base_url, model=model, max_concurrency=concurrency)) as client:
-            return await abehaviour_report(source, LLMCounter(client), concurrency=concurrency)
+            counters.append(LLMCounter(client))
+            return await abehaviour_report(source, counters[0], concurrency=concurrency)
 
     report = anyio.run(run)
+    if counters:
+        from rewards.cli import check_endpoint
+
+        c = counters[0]
+        check_endpoint("the counting model", base_url, c.stats["calls"], c.stats["failed"], c.last_error)
     if json_out:
         print(report.model_dump_json())
         return

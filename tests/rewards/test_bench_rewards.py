@@ -34,3 +34,15 @@ def test_bench_rewards_quick_prints_one_json_line_last(vllm_server):
     for key in ("verifiable_rewards_per_s", "judge_calls_per_s", "judge_cache_hit_speedup", "unit_tests_per_s"):
         assert isinstance(result[key], (int, float)), key
     assert result["unit_tests"]["all_passed"] is True
+
+
+def test_bench_judge_prompt_quick_prints_one_json_line_last():
+    """bench/judge_prompt.py --quick: every figure, the budget holds and nothing it must escape leaks."""
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "judge_prompt.py"), "--quick", "--steps", "60"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    assert result["prompt_chars"] <= result["max_prompt_chars"] < result["baseline_prompt_chars"]
+    assert result["leaked_characters"] == 0 and result["baseline_leaked_characters"] > 0
+    for key in ("build_ms", "baseline_build_ms", "escape_mb_per_s", "baseline_escape_mb_per_s"):
+        assert result[key] > 0, key

@@ -64,12 +64,13 @@ TRAJ = Trajectory(task_id="retail-cancel", domain="retail_orders", termination="
 
 # ------------------------------------------------------------------ composition
 async def test_weighted_mean_over_non_abstaining_components():
-    c = CompositeReward({"a": (Const("a", 1.0), 3.0), "b": (Const("b", 0.0), 1.0), "c": (Const("c", None), 5.0)}, gate=[])
+    c = CompositeReward({"a": (Const("a", 1.0), 3.0), "b": (Const("b", 0.0), 1.0), "c": (Const("c", None), 5.0)}, gate=[],
+                        judges=["c"])  # an abstaining judge is left out of the mean
     r = await c.score(TASK, TRAJ)
     assert r.score == pytest.approx(0.75) and set(r.details) >= {"a", "b", "c", "weights", "accepted"}
     assert r.details["c"]["score"] is None and r.details["a"]["score"] == 1.0 and "b 0.00" in r.reason
     assert r.details["accepted"] is False
-    everyone_abstains = CompositeReward({"a": (Const("a", None), 1.0), "b": (Boom(), 1.0)}, gate=[])
+    everyone_abstains = CompositeReward({"a": (Const("a", None), 1.0), "b": (Boom(), 1.0)}, gate=[], judges=["a", "b"])
     r = await everyone_abstains.score(TASK, TRAJ)
     assert r.score is None and "abstained" in r.reason
     assert r.details["b"]["score"] is None and "judge endpoint down" in r.details["b"]["reason"] and "error" in r.flags
@@ -95,6 +96,69 @@ async def test_gates_zero_the_total_or_abstain():
     low = CompositeReward({"a": (Const("a", 0.2), 1.0), "g": (g, 0.0)}, gate=["g"], gate_min_score=0.5)
     r = await low.score(TASK, TRAJ)
     assert r.score == pytest.approx(0.2) and g.calls == 0 and r.details["gates_run"] is False
+
+
+async def test_a_hack_flag_from_any_component_zeroes_the_total():
+    """Issue 22 item 3: only gate components' flags acted; a judge's own hack:judge_injection was ignored."""
+    judge = Const("judge", 1.0, ["judge:injection_in_data", "hack:judge_injection"], "all criteria met")
+    c = CompositeReward({"a": (Const("a", 1.0), 1.0), "judge": (judge, 1.0), "g": (Const("g", 1.0), 0.0)},
+                        gate=["g"], judges=["judge"])
+    r = await c.score(TASK, TRAJ)
+    assert r.score == 0.0 and not r.details["accepted"] and r.details["hacked_by"] == ["judge"]
+    assert "hack:judge_injection" in r.flags and r.reason.startswith("hack flag hack:judge_injection from judge")
+    # weight 0, and even an abstaining component: its hack flag still zeroes the total
+    for score, weight in ((1.0, 0.0), (None, 1.0)):
+        c = CompositeReward({"a": (Const("a", 1.0), 1.0), "x": (Const("x", score, ["hack:tool_output_forged"]), weight)},
+                            gate=[])
+        r = await c.score(TASK, TRAJ)
+        assert r.score == 0.0 and r.details["hacked_by"] == ["x"]
+    # other flags do not zero a non-gate component
+    c = CompositeReward({"a": (Const("a", 1.0, ["judge:reasked"]), 1.0)}, gate=[])
+    assert (await c.score(TASK, TRAJ)).score == 1.0
+
+
+async def test_a_weighted_verifiable_component_that_abstains_is_never_a_pass():
+    """Issue 22 item 18: world_state abstained and a do-nothing agent scored 1.0, accepted."""
+    def comp(ws_weight):
+        return CompositeReward({"world_state": (Const("world_state", None, reason="gold action #1 failed"), ws_weight),
+                                "communication": (Const("communication", 1.0), 0.3),
+                                "reverify": (Const("reverify", 1.0), 0.0)}, gate=["reverify"])
+
+    r = await comp(0.6).score(TASK, TRAJ)
+    assert r.score is None and not r.details["accepted"] and r.details["unverified"] == ["world_state"]
+    assert "world_state could not verify" in r.reason and "gold action #1 failed" in r.reason
+    r = await comp(0.0).score(TASK, TRAJ)       # weight 0: reported only, as before
+    assert r.score == 1.0 and "unverified" not in r.details
+    weighted_gate = CompositeReward({"a": (Const("a", 1.0), 1.0), "g": (Const("g", None), 1.0)}, gate=["g"],
+                                    gate_abstain="ignore")
+    assert (await weighted_gate.score(TASK, TRAJ)).score == 1.0   # a gate follows gate_abstain
+
+
+async def test_a_judge_never_lifts_a_trajectory_above_its_verifiable_checks():
+    """Issue 22 item 3: a fooled judge (1.0) lifted a failed episode to 0.4, and alone to 1.0 and accepted."""
+    fooled = Const("judge", 1.0, reason="fooled: every criterion met")
+    default_plus_judge = CompositeReward({
+        "world_state": (Const("world_state", 0.0), 0.6), "communication": (Const("communication", 0.2), 0.3),
+        "tool_validity": (Const("tool_validity", 1.0), 0.1), "judge": (fooled, 0.5),
+        "reverify": (Const("reverify", 1.0), 0.0)}, gate=["reverify"], judges=["judge"])
+    r = await default_plus_judge.score(TASK, TRAJ)
+    verifiable = 0.6 * 0.0 + 0.3 * 0.2 + 0.1 * 1.0
+    assert r.score == pytest.approx(verifiable) and r.details["judge_capped"]["cap"] == pytest.approx(verifiable)
+    assert r.details["judge_capped"]["before"] > verifiable and "never lifts" in r.reason
+    judge_only = CompositeReward({"world_state": (Const("world_state", 0.0), 0.0), "judge": (fooled, 1.0),
+                                  "reverify": (Const("reverify", 1.0), 0.0)}, gate=["reverify"], judges=["judge"])
+    r = await judge_only.score(TASK, TRAJ)
+    assert r.score == 0.0 and not r.details["accepted"]
+    # a judge can still lower a reward, and a judge alone (no verifiable check) is scored as it says
+    low = CompositeReward({"world_state": (Const("world_state", 1.0), 1.0), "judge": (Const("judge", 0.0), 1.0)},
+                          gate=[], judges=["judge"])
+    assert (await low.score(TASK, TRAJ)).score == pytest.approx(0.5)
+    alone = CompositeReward({"judge": (fooled, 1.0)}, gate=[], judges=["judge"])
+    assert (await alone.score(TASK, TRAJ)).score == 1.0
+    # build_reward marks components of kind judge as judges
+    cfg = RewardConfig(components=[RewardSpec(name="ws", kind="tool_validity", weight=0.0),
+                                   RewardSpec(name="j", kind="judge", weight=1.0)], gate=[])
+    assert build_reward(cfg, llm_client=object()).judges == {"j"}
 
 
 def test_config_from_yaml_and_dict():

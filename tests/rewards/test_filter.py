@@ -205,7 +205,12 @@ def test_decide_rules():
     d = decide({"w": {**ok, "score": 0.5, "reason": "half"}, "r": ok}, kinds, ["r"], None, 0.5, False)
     assert d == ("rejected", "w 0.50: half", "w")
     assert decide({"w": ok, "r": {**ok, "score": None}}, kinds, ["r"], None, 0.5, False)[0] == "abstained"
-    assert decide({"w": ok, "c": {**ok, "score": None}}, kinds, ["r"], None, 0.5, False)[0] == "kept"
+    # a verifiable component that abstains: ignored only at weight 0 (issue 22 item 18: never a pass)
+    unverified = {"w": {**ok, "score": None, "reason": "gold action #1 failed"}, "c": ok, "r": ok}
+    assert decide(unverified, kinds, ["r"], None, 0.5, False, {"w": 0.6, "c": 0.3, "r": 0.0}) == (
+        "abstained", "w abstained: gold action #1 failed", "abstain:w")
+    assert decide(unverified, kinds, ["r"], None, 0.5, False, {"w": 0.0, "c": 0.3, "r": 0.0})[0] == "kept"
+    assert decide({"w": ok, "c": {**ok, "score": None}}, kinds, ["r"], None, 0.5, False)[0] == "abstained"
     assert decide({"w": {**ok, "score": None}}, kinds, [], None, 0.5, False)[0] == "abstained"
     assert decide({"w": ok}, kinds, [], {**ok, "score": 0.5}, 0.5, False)[0] == "kept"
     assert decide({"w": ok}, kinds, [], {**ok, "score": 0.49}, 0.5, False)[0] == "rejected"

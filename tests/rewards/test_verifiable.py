@@ -357,6 +357,18 @@ def test_mentions_normalises_numbers_and_strings():
     assert mentions("Status: CANCELLED", "cancelled") and mentions("on 2024-06-10", "2024-06-10")
 
 
+def test_mentions_integers_and_ids_match_exactly():
+    """Issue 22 item 19: a relative tolerance let a 12-digit id off by one (or by hundreds) pass."""
+    assert not mentions("Tracking number 286422338956", "286422338955")
+    assert not mentions("Tracking number 286422338956", "286422338670")
+    assert mentions("Tracking number 286422338956", "286422338956")
+    assert not mentions("card 4000000000000001", "4000000000000002")      # past float precision too
+    assert not mentions("Total: $2864223389.55", "286422338956")          # cents: exact as well
+    assert not mentions("your id is 42", "0042") and mentions("your id is 0042", "0042")  # leading zero: an id
+    assert mentions("it is 19.990000000001", "19.99") and not mentions("it is 19.994", "19.99")  # quantities only
+    assert not mentions("order 100", "10") and not mentions("I live in Illinois", "IL")   # kept: no substring match
+
+
 def test_claim_patterns():
     first, passive = claims(["I've cancelled your order.", "We just booked it.", "I have not cancelled anything.",
                              "Your order has been refunded successfully.", "Could you tell me your email?"])

@@ -233,3 +233,29 @@ def test_cli_table_json_and_errors(traces, tmp_path):
         r = CliRunner().invoke(app, args)
         assert r.exit_code == 1 and msg in r.output and "Traceback" not in r.output, r.output
     assert CliRunner().invoke(app, ["train", "--help"]).exit_code == 0
+
+
+def test_cli_llm_counter_names_a_failing_endpoint(tmp_path):
+    """Issue 22 item 8: `rl behaviours --counter llm` against a dead endpoint exited 0, every count missing."""
+    import socket
+
+    from tooldojo.cli import app
+
+    rows = [{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": f"Hello {i}."}]}
+            for i in range(2)]
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    args = ["rl", "behaviours", str(tmp_path / "t.jsonl"), "--counter", "llm", "--model", "m", "--base-url"]
+    r = CliRunner().invoke(app, [*args, dead])
+    assert r.exit_code == 1, r.output
+    assert f"error: the counting model at {dead} failed on every call (8 of 8): LLMUnavailable" in r.output
+    assert "Traceback" not in r.output
+    answers = {"verification": "<count>1</count>", "backtracking": "<count>0</count>", "subgoal": 400,
+               "backward_chaining": "<count>0</count>"}
+    with CountingJudge(answers) as server:
+        r = CliRunner().invoke(app, [*args, server.base_url, "--json"])
+    assert r.exit_code == 0, r.output
+    assert f"warning: the counting model at {server.base_url} failed on 2 of 8 calls: LLMRequestError" in r.stderr
+    assert json.loads(r.stdout)["groups"][0]["behaviours"]["subgoal"]["uncounted"] == 2
