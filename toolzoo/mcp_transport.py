@@ -92,7 +92,7 @@ class GuardedStdio:
                     log.warning("MCP server %s wrote text that is not MCP to stdout before the handshake "
                                 "(ignored): %s", self._name, line)
                     continue
-                reason = f"wrote output that is not MCP to stdout ({line}), so the session was closed"
+                reason = f"wrote output that is not MCP to stdout, so the session was closed: {line}"
                 log.error("MCP server %s %s", self._name, reason)
                 self._on_broken(reason)
                 return  # closing `send` ends the session: waiting requests fail now
@@ -105,4 +105,4 @@ def _offending_line(e: Exception) -> str:
     if not isinstance(line, str):
         return f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
     shown = json.dumps(line[:80]) + (f" (+{len(line) - 80} characters)" if len(line) > 80 else "")
-    return shown + (" (\\ufffd: bytes that are not UTF-8)" if "\ufffd" in line else "")
+    return shown + (" (U+FFFD stands for bytes that are not UTF-8)" if "\ufffd" in line else "")
