@@ -289,6 +289,8 @@ class McpClient:
             if not started:
                 raise self._refused(source) or _connection_error(source, e) from None
             log.warning("MCP session to %s ended: %s", describe(source), _one_line(e))
+            # A later call must not open a fresh session (a fresh state) in its place.
+            self._broken.setdefault(key, f"ended the session under this client ({_one_line(e)})")
 
     async def session(self, source: McpSource) -> Client:
         """The open session to `source`, connecting if needed; raises McpConnectionError."""

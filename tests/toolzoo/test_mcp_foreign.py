@@ -189,3 +189,15 @@ def test_cli_zoo_call_runs_a_zoo_tool_in_a_sandbox():
     assert r.returncode == 1 and r.stderr.strip() == "get_order: tool_failure, order_not_found: no order O-9999"
     r = dojo("zoo", "call", "seed", "cancel_order", "--args", '{"order_id": "O-1003", "reason": "bogus"}')
     assert r.returncode == 1 and r.stderr.startswith("cancel_order: invalid_arguments"), r.stderr
+
+
+@pytest.mark.slow
+def test_bench_mcp_client_quick_prints_one_json_line_last():
+    root = HERE.parent.parent
+    r = subprocess.run([sys.executable, str(root / "bench" / "mcp_client.py"), "--quick", "--calls", "5", "--connects", "1",
+                        "--timeout", "3"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    assert result["errors"] == {} and result["http_calls"] == result["baseline_http_calls"] == 5
+    assert result["http_call_p50_ms"] > 0 and result["baseline_http_call_p50_ms"] > 0
+    assert result["stray_byte_error_s"] is not None and result["baseline_stray_byte_outcome"] == "timeout"
