@@ -299,25 +299,26 @@ class McpClient:
         key = _key(source)
         if key in self._sessions:
             return self._sessions[key]
-        if key in self._broken:  # a lost session is not silently replaced by a fresh one (a fresh state)
-            raise self._lost(source)
+        lost = self._lost(source)
+        if lost is not None:  # a lost session is not silently replaced by a fresh one (a fresh state)
+            raise lost
         lock = self._locks.setdefault(key, anyio.Lock())
         async with lock:
             if key not in self._sessions:
                 await self._tg.start(self._hold, source)
             return self._sessions[key]
 
-    def _lost(self, source: McpSource, e: BaseException | None = None) -> McpConnectionError:
-        """The error for a session that broke under us (recorded), or that the server no longer knows (404)."""
+    def _lost(self, source: McpSource) -> McpConnectionError | None:
+        """Why the session to `source` cannot be used any more (recorded when it broke, or a 404 now: the HTTP
+        server no longer knows it), else None."""
         key = _key(source)
         if key not in self._broken and source.url is not None and self._http_status.get(key) == 404:
             self._broken[key] = "no longer knows this client's session (it restarted or expired it): its state may be gone"
             log.error("MCP server %s %s", describe(source), self._broken[key])
-        if key in self._broken:
-            cls = McpSessionLost if source.url is not None else McpConnectionError
-            return cls(f"MCP server {describe(source)} {self._broken[key]}")
-        return _connection_error(source, e) if e is not None else McpConnectionError(
-            f"MCP server {describe(source)}: the session ended")
+        if key not in self._broken:
+            return None
+        cls = McpSessionLost if source.url is not None else McpConnectionError
+        return cls(f"MCP server {describe(source)} {self._broken[key]}")
 
     def _refused(self, source: McpSource) -> McpConnectionError | None:
         status = self._http_status.get(_key(source))
@@ -389,7 +390,7 @@ class McpClient:
             return ToolError(name=spec.name, kind="timeout", message=f"{spec.name} did not answer within {self.call_timeout:.0f}s")
         except MCPError as e:
             lost = self._lost(spec.mcp)
-            if isinstance(lost, McpSessionLost) or _key(spec.mcp) in self._broken:
+            if lost is not None:
                 raise lost from None
             if e.code == mtypes.CONNECTION_CLOSED:
                 raise McpConnectionError(f"MCP server {describe(spec.mcp)} closed the connection: {e.message}") from None
