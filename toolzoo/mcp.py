@@ -145,14 +145,15 @@ def _fallback_name(source: McpSource) -> str:
     return urlsplit(source.url or "").hostname or "mcp"
 
 
-def _open_client(source: McpSource, headers: dict[str, str] | None, timeout: float,
+def _open_client(source: McpSource, headers: dict[str, str] | None, timeout: float, *, mode: str = "legacy",
                  on_status: Callable[[int], None] | None = None,
                  on_broken: Callable[[str], None] = lambda reason: None) -> Client:
     """A client for `source`; `on_status` hears each HTTP status (on an error the SDK keeps only a generic message),
     `on_broken` why a stdio session was closed because the server broke the protocol.
 
-    HTTP uses the initialize handshake ("legacy" mode), not the sessionless 2026 protocol: the server then keeps
-    a session id for us, and a server that restarted answers it with 404, so a lost state is seen (McpSessionLost).
+    `mode` is the SDK's for HTTP: "legacy" is the initialize handshake, so the server keeps a session id for us
+    and a server that restarted answers it with 404 (McpSessionLost); the SDK's default, "auto", prefers the
+    sessionless 2026 protocol, where a restart goes unnoticed.
     """
     if source.command is not None:
         if not source.command:
@@ -171,7 +172,14 @@ def _open_client(source: McpSource, headers: dict[str, str] | None, timeout: flo
 
             http.event_hooks["response"].append(heard)
         server = HttpTransport(source.url, http, streamable_http_client)
-    return Client(server, read_timeout_seconds=timeout, mode="legacy")
+    return Client(server, read_timeout_seconds=timeout, mode=mode)
+
+
+def _refuses_handshake(e: BaseException) -> bool:
+    """Whether connecting failed because the server does not know the initialize handshake."""
+    while isinstance(e, BaseExceptionGroup) and len(e.exceptions) == 1:
+        e = e.exceptions[0]
+    return isinstance(e, MCPError) and e.code in (mtypes.METHOD_NOT_FOUND, mtypes.INVALID_REQUEST)
 
 
 def _refusal(source: McpSource, status: int | None, sent_auth: bool) -> McpConnectionError | None:
@@ -268,29 +276,40 @@ class McpClient:
     # ------------------------------------------------------------ sessions
     async def _hold(self, source: McpSource, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         key = _key(source)
-        started = False
-        try:
-            client = _open_client(source, self.headers, self.call_timeout,
-                                  on_status=lambda status: self._http_status.__setitem__(key, status),
-                                  on_broken=lambda reason: self._broken.__setitem__(key, reason))
-            with anyio.CancelScope(deadline=anyio.current_time() + self.connect_timeout) as connecting:
-                async with client:
-                    connecting.deadline = math.inf
-                    self._sessions[key] = client
-                    try:
-                        task_status.started(client)
-                        started = True
-                        await self._closing.wait()
-                    finally:
-                        self._sessions.pop(key, None)
-            if connecting.cancelled_caught and not started:
-                raise TimeoutError
-        except Exception as e:
-            if not started:
-                raise self._refused(source) or _connection_error(source, e) from None
-            log.warning("MCP session to %s ended: %s", describe(source), _one_line(e))
-            # A later call must not open a fresh session (a fresh state) in its place.
-            self._broken.setdefault(key, f"ended the session under this client ({_one_line(e)})")
+        deadline = anyio.current_time() + self.connect_timeout
+        # HTTP: the initialize handshake first, so the server keeps a session (see _open_client); a server that
+        # speaks only the sessionless protocol refuses it and is spoken to that way.
+        modes = ("legacy", "auto") if source.url is not None else ("auto",)
+        for mode in modes:
+            started = False
+            try:
+                client = _open_client(source, self.headers, self.call_timeout, mode=mode,
+                                      on_status=lambda status: self._http_status.__setitem__(key, status),
+                                      on_broken=lambda reason: self._broken.__setitem__(key, reason))
+                with anyio.CancelScope(deadline=deadline) as connecting:
+                    async with client:
+                        connecting.deadline = math.inf
+                        self._sessions[key] = client
+                        try:
+                            task_status.started(client)
+                            started = True
+                            await self._closing.wait()
+                        finally:
+                            self._sessions.pop(key, None)
+                if connecting.cancelled_caught and not started:
+                    raise TimeoutError
+                return
+            except Exception as e:
+                if not started and mode != modes[-1] and _refuses_handshake(e) and self._refused(source) is None:
+                    log.warning("MCP server %s refuses the initialize handshake (%s): using the sessionless protocol, "
+                                "where a restarted server cannot be noticed", describe(source), _one_line(e))
+                    continue
+                if not started:
+                    raise self._refused(source) or _connection_error(source, e) from None
+                log.warning("MCP session to %s ended: %s", describe(source), _one_line(e))
+                # A later call must not open a fresh session (a fresh state) in its place.
+                self._broken.setdefault(key, f"ended the session under this client ({_one_line(e)})")
+                return
 
     async def session(self, source: McpSource) -> Client:
         """The open session to `source`, connecting if needed; raises McpConnectionError."""

@@ -156,6 +156,23 @@ async def test_an_http_server_restart_is_a_typed_error_not_a_new_world(caplog):
     assert len(logged) == 1 and url in logged[0] and "no longer knows this client's session" in logged[0]
 
 
+async def test_a_server_that_refuses_the_handshake_still_works_and_says_restarts_go_unseen(caplog):
+    """A server speaking only the sessionless protocol refuses `initialize`: it is spoken to that way, with a warning."""
+    from test_mcp import free_port, running
+
+    caplog.set_level(logging.WARNING)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    with running([sys.executable, str(FOREIGN), "--http", str(port), "--modern-only"], port):
+        async with McpClient(call_timeout=30) as client:
+            with anyio.fail_after(60):
+                tools = {t.mcp_name: t for t in await client.list_tools(McpSource(url=url))}
+                assert (await client.call(tools["kv.set"], {"key": "k", "value": "v"})).ok
+                assert (await client.call(tools["kv.get"], {"key": "k"})).output == [{"value": "v"}]
+    warned = [r.getMessage() for r in caplog.records if "refuses the initialize handshake" in r.getMessage()]
+    assert len(warned) == 1 and url in warned[0] and "restarted server cannot be noticed" in warned[0]
+
+
 # ------------------------------------------------------------------ item 17: dojo zoo call
 
 

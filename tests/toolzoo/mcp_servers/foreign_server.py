@@ -1,13 +1,15 @@
 """An MCP server with foreign habits, written with the low-level SDK, for tests.
 
-    python foreign_server.py [--banner] [--http PORT]
+    python foreign_server.py [--banner] [--http PORT [--modern-only]]
 
 Its tool names use dots and dashes (`kv.set`, `inv.add-items`, `get-weather`),
 collide once made valid (`kv.set` vs `kv_set`), run past 64 characters, and one
 tool (`broken`) has an invalid input schema. `kv.set`/`kv.get` keep state in
 the process, so a restarted server has lost it. `garble` writes a byte that is
 not UTF-8 to stdout, as a buggy server might. `--banner` prints a line of text
-to stdout before the handshake, as many servers do.
+to stdout before the handshake, as many servers do. `--modern-only` refuses the
+initialize handshake over HTTP, as a server speaking only the sessionless
+2026-07-28 protocol would.
 """
 
 from __future__ import annotations
@@ -65,6 +67,43 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     return types.CallToolResult(content=[types.TextContent(text=f"unknown tool {params.name}")], is_error=True)
 
 
+class RefuseInitialize:
+    """ASGI middleware: `initialize` is an unknown method (JSON-RPC -32601 at HTTP 400); the rest goes through."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body, more = body + message.get("body", b""), message.get("more_body", False)
+        try:
+            request = json.loads(body)
+        except ValueError:
+            request = None
+        if isinstance(request, dict) and request.get("method") == "initialize":
+            out = json.dumps({"jsonrpc": "2.0", "id": request.get("id"),
+                              "error": {"code": -32601, "message": "Method not found: initialize"}}).encode()
+            await send({"type": "http.response.start", "status": 400,
+                        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(out)).encode())]})
+            await send({"type": "http.response.body", "body": out})
+            return
+        replayed = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
 server = Server("Foreign Test", version="1.0", on_list_tools=list_tools, on_call_tool=call_tool)
 
 
@@ -73,7 +112,9 @@ async def main() -> None:
         import uvicorn
 
         port = int(sys.argv[sys.argv.index("--http") + 1])
-        app = server.streamable_http_app(host="127.0.0.1")
+        app: Any = server.streamable_http_app(host="127.0.0.1")
+        if "--modern-only" in sys.argv:
+            app = RefuseInitialize(app)
         cfg = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
         await uvicorn.Server(cfg).serve()
         return
