@@ -7,7 +7,7 @@ function names must match `^[a-zA-Z0-9_-]{1,64}$` (OpenAI's rule). The rule:
 * otherwise every character outside `[a-zA-Z0-9_-]` becomes `_` (`kv.set` -> `kv_set`);
 * a made name that is over 64 characters, or that another tool of the server
   has or would be given too, ends in `_` and 8 hex digits of the SHA-256 of the
-  server's name instead (`kv.set` -> `kv_set_1b2c3d4e` when the server also has `kv_set`;
+  server's name instead (`kv.set` -> `kv_set_ee611967` when the server also has `kv_set`;
   a name the server gave itself is never changed).
 
 A name depends only on the server's tool names, not their order, so importing
