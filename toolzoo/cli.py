@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 from pathlib import Path
 
@@ -35,7 +36,7 @@ def import_mcp(
     """List a real MCP server's tools and save them as a zoo (in `external`)."""
     import anyio
 
-    from toolzoo.mcp import list_mcp_tools
+    from toolzoo.mcp import import_mcp_tools
     from toolzoo.spec import McpSource, Zoo
 
     if (command is None) == (url is None):
@@ -51,17 +52,23 @@ def import_mcp(
         source = McpSource(url=url, server_name=name)
     headers = {"Authorization": f"Bearer {token}"} if token else None
 
-    specs = anyio.run(lambda: list_mcp_tools(source, headers=headers, timeout=timeout))
+    imported = anyio.run(lambda: import_mcp_tools(source, headers=headers, timeout=timeout))
+    for skip in imported.skipped:
+        err_console.print(f"skipped MCP tool {skip.name!r}: {skip.reason}", highlight=False, markup=False, soft_wrap=True)
+    specs = imported.tools
+    if imported.skipped and not specs:
+        raise ValueError(f"none of the server's {len(imported.skipped)} tool(s) could be imported")
     zoo = Zoo(external=specs)
     zoo.check_names()
     path = zoo.save(out)
 
     table = Table(title=f"{len(specs)} MCP tool(s) from {specs[0].domain if specs else 'the server'}")
-    for col in ("tool", "effect", "parameters", "description"):
+    for col in ("tool (model)", "on the server", "effect", "parameters", "description"):
         table.add_column(col, overflow="fold")
     for t in specs:
         params = ", ".join(t.parameters.get("properties", {}))
-        table.add_row(t.name, t.effect, params, t.description.strip().splitlines()[0] if t.description.strip() else "")
+        table.add_row(t.name, "same" if t.call_name == t.name else t.call_name, t.effect, params,
+                      t.description.strip().splitlines()[0] if t.description.strip() else "")
     console.print(table)
     console.print(f"wrote {path / 'zoo.json'}", highlight=False)
 
@@ -77,6 +84,47 @@ def _env_option(items: list[str]) -> dict[str, str]:
             raise ValueError(f"--env {key!r}: give NAME or NAME=VALUE, NAME an environment variable name")
         out[key] = value if sep else "${" + key + "}"
     return out
+
+
+@app.command("call")
+@one_line_errors
+def call_cmd(
+    zoo_dir: str = typer.Argument(..., metavar="ZOO_DIR", help="a saved zoo (zoo.json), an export, or `seed`"),
+    tool: str = typer.Argument(..., help="the tool's name as the model sees it (an MCP tool's server name works too)"),
+    args: str = typer.Option("{}", "--args", help="the arguments, a JSON object"),
+    backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend for zoo tools: auto | docker | local"),
+    seed: int = typer.Option(0, "--seed", help="seed of the domain's initial state (zoo tools)"),
+    token: str = typer.Option(None, "--token", help="bearer token sent to an HTTP MCP server (never stored)"),
+) -> None:
+    """Call one tool of a zoo, as an episode would: zoo tools in a sandbox (from the seeded state), MCP tools
+    on their server. Prints the output as JSON; a tool error goes to stderr and exits 1."""
+    import anyio
+
+    from toolzoo.call import call_tool, find_tool
+
+    if backend not in ("auto", "docker", "local"):
+        raise ValueError(f"unknown backend {backend!r}: use auto, docker or local")
+    zoo = _zoo_at(zoo_dir)
+    spec = find_tool(zoo, tool)
+    arguments = _json_object(args)
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    result = anyio.run(lambda: call_tool(zoo, spec, arguments, backend=backend, seed=seed, headers=headers))
+    if not result.ok:
+        code = f", {result.code}" if result.code else ""
+        err_console.print(f"{result.name}: {result.kind}{code}: {result.message}", highlight=False, markup=False,
+                          soft_wrap=True)
+        raise typer.Exit(1)
+    print(json.dumps(result.output, ensure_ascii=False, default=str))
+
+
+def _json_object(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"--args is not JSON: {e}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"--args must be a JSON object of arguments, not {type(value).__name__}")
+    return value
 
 
 @app.command("serve-mcp")

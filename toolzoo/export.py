@@ -35,7 +35,7 @@ from toolzoo.spec import Category, Domain, SpecError, ToolSpec, Zoo
 
 # ToolSpec fields stored as plain Arrow strings / list of strings; every other field is a Json column.
 STRING_FIELDS = {"name", "description", "effect", "category", "domain", "provenance", "function",
-                 "implementation", "operator"}
+                 "implementation", "operator", "mcp_name"}
 LIST_FIELDS = {"parents"}
 DOMAIN_JSON = ("state_schema", "failure_modes")
 TABLES = ("tools", "domains", "categories")
@@ -231,6 +231,7 @@ COLUMN_DOCS = {
     "parents": "tools this one was evolved from",
     "operator": "evolution operator that made it",
     "mcp": "Json: where an imported MCP tool lives (command or url), or null",
+    "mcp_name": "an imported MCP tool's name on its server (called by it; `name` is the model's), or null",
     "external": "true for tools outside any domain (MCP imports)",
 }
 

@@ -17,7 +17,15 @@ block, whatever their number (a text block holding a JSON object or array
 decoded, other text as is, other blocks as their MCP dict). When the MCP server itself cannot be reached
 (spawn fails, connection refused, the session died) it *raises*
 `McpConnectionError`, a `SandboxError`: like a dead sandbox, that is an
-infrastructure failure of the episode, not something the agent caused.
+infrastructure failure of the episode, not something the agent caused. So does
+a stdio server that writes what is not MCP to stdout after the handshake (the
+session is closed at once; a banner before it is logged and ignored), and an
+HTTP server that no longer knows the client's session raises `McpSessionLost`
+(it restarted: the state may be gone), on that call and every later one.
+
+Tools keep their server's name for the call (`ToolSpec.mcp_name`); the model
+sees a valid, stable, collision-free name (toolzoo.mcp_names). `import_tools`
+skips a tool that cannot be imported, with a one-line reason.
 
 Serve (server side)::
 
@@ -54,9 +62,12 @@ import mcp_types as mtypes
 from mcp import Client, StdioServerParameters
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
+from pydantic import BaseModel, Field
 
 from sandboxes import Sandbox, SandboxConfig, SandboxError, ToolError, ToolResult, open_sandbox
-from toolzoo.spec import ENV_REF_RE, Domain, McpSource, SpecError, ToolSpec
+from toolzoo.mcp_names import model_names
+from toolzoo.mcp_transport import GuardedStdio, HttpTransport
+from toolzoo.spec import ENV_REF_RE, Domain, McpSource, ToolSpec
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +78,26 @@ MCP_PATH = "/mcp"
 
 class McpConnectionError(SandboxError):
     """An MCP server could not be started or reached, or its session died."""
+
+
+class McpSessionLost(McpConnectionError):
+    """An HTTP MCP server no longer knows this client's session (it restarted, or expired the session), so
+    the state the calls so far built may be gone. Every later call of this client to that server raises it
+    too: an episode must end here, not go on (and be scored) on a world that changed under it."""
+
+
+class SkippedTool(BaseModel):
+    """A server's tool that was not imported, and why (one line)."""
+
+    name: str
+    reason: str
+
+
+class McpImport(BaseModel):
+    """What importing a server's tools gave: the tools, and those skipped."""
+
+    tools: list[ToolSpec] = Field(default_factory=list)
+    skipped: list[SkippedTool] = Field(default_factory=list)
 
 
 # ====================================================================== client side
@@ -114,14 +145,22 @@ def _fallback_name(source: McpSource) -> str:
     return urlsplit(source.url or "").hostname or "mcp"
 
 
-def _open_client(source: McpSource, headers: dict[str, str] | None, timeout: float,
-                 on_status: Callable[[int], None] | None = None) -> Client:
-    """A client for `source`; `on_status` hears each HTTP status (on an error the SDK keeps only a generic message)."""
+def _open_client(source: McpSource, headers: dict[str, str] | None, timeout: float, *, mode: str = "legacy",
+                 on_status: Callable[[int], None] | None = None,
+                 on_broken: Callable[[str], None] = lambda reason: None) -> Client:
+    """A client for `source`; `on_status` hears each HTTP status (on an error the SDK keeps only a generic message),
+    `on_broken` why a stdio session was closed because the server broke the protocol.
+
+    `mode` is the SDK's for HTTP: "legacy" is the initialize handshake, so the server keeps a session id for us
+    and a server that restarted answers it with 404 (McpSessionLost); the SDK's default, "auto", prefers the
+    sessionless 2026 protocol, where a restart goes unnoticed.
+    """
     if source.command is not None:
         if not source.command:
             raise ValueError("an MCP stdio source needs a non-empty command")
-        server: Any = StdioServerParameters(command=source.command[0], args=list(source.command[1:]),
-                                            env=resolve_env(source) or None)
+        params = StdioServerParameters(command=source.command[0], args=list(source.command[1:]),
+                                       env=resolve_env(source) or None, encoding_error_handler="replace")
+        return Client(GuardedStdio(params, describe(source), on_broken), read_timeout_seconds=timeout)
     else:
         assert source.url is not None
         from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
@@ -132,8 +171,15 @@ def _open_client(source: McpSource, headers: dict[str, str] | None, timeout: flo
                 on_status(response.status_code)
 
             http.event_hooks["response"].append(heard)
-        server = _HttpTransport(source.url, http, streamable_http_client)
-    return Client(server, read_timeout_seconds=timeout)
+        server = HttpTransport(source.url, http, streamable_http_client)
+    return Client(server, read_timeout_seconds=timeout, mode=mode)
+
+
+def _refuses_handshake(e: BaseException) -> bool:
+    """Whether connecting failed because the server does not know the initialize handshake."""
+    while isinstance(e, BaseExceptionGroup) and len(e.exceptions) == 1:
+        e = e.exceptions[0]
+    return isinstance(e, MCPError) and e.code in (mtypes.METHOD_NOT_FOUND, mtypes.INVALID_REQUEST)
 
 
 def _refusal(source: McpSource, status: int | None, sent_auth: bool) -> McpConnectionError | None:
@@ -144,24 +190,6 @@ def _refusal(source: McpSource, status: int | None, sent_auth: bool) -> McpConne
     fix = ("check the token given with --token (sent as `Authorization: Bearer ...`)" if sent_auth
            else "it needs a bearer token: pass --token TOKEN (sent as `Authorization: Bearer TOKEN`)")
     return McpConnectionError(f"MCP server {describe(source)} refused the request as {what}: {fix}")
-
-
-class _HttpTransport:
-    """A streamable-HTTP transport whose httpx client carries extra headers (e.g. a bearer token)."""
-
-    def __init__(self, url: str, http_client: Any, factory: Callable[..., Any]):
-        self._url, self._http, self._factory = url, http_client, factory
-        self._stack: contextlib.AsyncExitStack | None = None
-
-    async def __aenter__(self) -> Any:
-        self._stack = contextlib.AsyncExitStack()
-        await self._stack.__aenter__()
-        await self._stack.enter_async_context(self._http)
-        return await self._stack.enter_async_context(self._factory(self._url, http_client=self._http))
-
-    async def __aexit__(self, *exc: Any) -> bool | None:
-        assert self._stack is not None
-        return await self._stack.__aexit__(*exc)
 
 
 def _text_of(result: mtypes.CallToolResult) -> str:
@@ -229,6 +257,7 @@ class McpClient:
         self._sessions: dict[str, Client] = {}
         self._locks: dict[str, anyio.Lock] = {}
         self._http_status: dict[str, int] = {}  # the last HTTP status per source
+        self._broken: dict[str, str] = {}  # why a session was closed under us, per source
         self._tg: Any = None
         self._closing = anyio.Event()
 
@@ -247,26 +276,40 @@ class McpClient:
     # ------------------------------------------------------------ sessions
     async def _hold(self, source: McpSource, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         key = _key(source)
-        started = False
-        try:
-            client = _open_client(source, self.headers, self.call_timeout,
-                                  on_status=lambda status: self._http_status.__setitem__(key, status))
-            with anyio.CancelScope(deadline=anyio.current_time() + self.connect_timeout) as connecting:
-                async with client:
-                    connecting.deadline = math.inf
-                    self._sessions[key] = client
-                    try:
-                        task_status.started(client)
-                        started = True
-                        await self._closing.wait()
-                    finally:
-                        self._sessions.pop(key, None)
-            if connecting.cancelled_caught and not started:
-                raise TimeoutError
-        except Exception as e:
-            if not started:
-                raise self._refused(source) or _connection_error(source, e) from None
-            log.warning("MCP session to %s ended: %s", describe(source), _one_line(e))
+        deadline = anyio.current_time() + self.connect_timeout
+        # HTTP: the initialize handshake first, so the server keeps a session (see _open_client); a server that
+        # speaks only the sessionless protocol refuses it and is spoken to that way.
+        modes = ("legacy", "auto") if source.url is not None else ("auto",)
+        for mode in modes:
+            started = False
+            try:
+                client = _open_client(source, self.headers, self.call_timeout, mode=mode,
+                                      on_status=lambda status: self._http_status.__setitem__(key, status),
+                                      on_broken=lambda reason: self._broken.__setitem__(key, reason))
+                with anyio.CancelScope(deadline=deadline) as connecting:
+                    async with client:
+                        connecting.deadline = math.inf
+                        self._sessions[key] = client
+                        try:
+                            task_status.started(client)
+                            started = True
+                            await self._closing.wait()
+                        finally:
+                            self._sessions.pop(key, None)
+                if connecting.cancelled_caught and not started:
+                    raise TimeoutError
+                return
+            except Exception as e:
+                if not started and mode != modes[-1] and _refuses_handshake(e) and self._refused(source) is None:
+                    log.warning("MCP server %s refuses the initialize handshake (%s): using the sessionless protocol, "
+                                "where a restarted server cannot be noticed", describe(source), _one_line(e))
+                    continue
+                if not started:
+                    raise self._refused(source) or _connection_error(source, e) from None
+                log.warning("MCP session to %s ended: %s", describe(source), _one_line(e))
+                # A later call must not open a fresh session (a fresh state) in its place.
+                self._broken.setdefault(key, f"ended the session under this client ({_one_line(e)})")
+                return
 
     async def session(self, source: McpSource) -> Client:
         """The open session to `source`, connecting if needed; raises McpConnectionError."""
@@ -275,11 +318,26 @@ class McpClient:
         key = _key(source)
         if key in self._sessions:
             return self._sessions[key]
+        lost = self._lost(source)
+        if lost is not None:  # a lost session is not silently replaced by a fresh one (a fresh state)
+            raise lost
         lock = self._locks.setdefault(key, anyio.Lock())
         async with lock:
             if key not in self._sessions:
                 await self._tg.start(self._hold, source)
             return self._sessions[key]
+
+    def _lost(self, source: McpSource) -> McpConnectionError | None:
+        """Why the session to `source` cannot be used any more (recorded when it broke, or a 404 now: the HTTP
+        server no longer knows it), else None."""
+        key = _key(source)
+        if key not in self._broken and source.url is not None and self._http_status.get(key) == 404:
+            self._broken[key] = "no longer knows this client's session (it restarted or expired it): its state may be gone"
+            log.error("MCP server %s %s", describe(source), self._broken[key])
+        if key not in self._broken:
+            return None
+        cls = McpSessionLost if source.url is not None else McpConnectionError
+        return cls(f"MCP server {describe(source)} {self._broken[key]}")
 
     def _refused(self, source: McpSource) -> McpConnectionError | None:
         status = self._http_status.get(_key(source))
@@ -292,7 +350,16 @@ class McpClient:
         return info.name if info is not None and info.name else ""
 
     async def list_tools(self, source: McpSource) -> list[ToolSpec]:
-        """The server's tools as ToolSpecs (provenance "mcp", category "mcp", schemas as sent)."""
+        """The server's importable tools as ToolSpecs (each skipped tool logged with its reason)."""
+        imported = await self.import_tools(source)
+        for skip in imported.skipped:
+            log.warning("MCP tool %r of %s skipped: %s", skip.name, describe(source), skip.reason)
+        return imported.tools
+
+    async def import_tools(self, source: McpSource) -> McpImport:
+        """The server's tools as ToolSpecs (provenance "mcp", category "mcp", schemas as sent), named for the
+        model by toolzoo.mcp_names (the server's name in `mcp_name`); a tool that cannot be imported is skipped
+        with a one-line reason, never sinking the others."""
         client = await self.session(source)
         domain = source.server_name or domain_slug(await self.server_name(source)) or domain_slug(_fallback_name(source)) or "mcp"
         src = source if source.server_name else source.model_copy(update={"server_name": domain})
@@ -313,14 +380,18 @@ class McpClient:
             raise McpConnectionError(f"MCP server {describe(source)} did not list its tools within {self.call_timeout:.0f}s") from None
         except Exception as e:
             raise _connection_error(source, e) from None
-        specs = []
+        names, skipped = model_names([t.name for t in tools])
+        out = McpImport(skipped=[SkippedTool(name=n, reason=r) for n, r in skipped.items()])
         for t in tools:
+            if t.name not in names:
+                continue
             raw = t.model_dump(by_alias=True, exclude_none=True, mode="json")
             try:
-                specs.append(ToolSpec.from_mcp(raw, src, domain=domain, category="mcp"))
+                out.tools.append(ToolSpec.from_mcp({**raw, "name": names[t.name]}, src, domain=domain, category="mcp",
+                                                   mcp_name=t.name))
             except ValueError as e:
-                raise SpecError(f"MCP tool {t.name!r} of {describe(source)} cannot be imported: {_one_line(e)}") from None
-        return specs
+                out.skipped.append(SkippedTool(name=t.name, reason=_reason(e)))
+        return out
 
     async def call(self, spec: ToolSpec, args: dict[str, Any] | None = None) -> ToolResult | ToolError:
         """Call an imported tool on its server (usable as ToolRuntime's `mcp_call`)."""
@@ -333,10 +404,13 @@ class McpClient:
         client = await self.session(spec.mcp)
         try:
             with anyio.fail_after(self.call_timeout):
-                result = await client.call_tool(spec.name, args)
+                result = await client.call_tool(spec.call_name, args)
         except TimeoutError:
             return ToolError(name=spec.name, kind="timeout", message=f"{spec.name} did not answer within {self.call_timeout:.0f}s")
         except MCPError as e:
+            lost = self._lost(spec.mcp)
+            if lost is not None:
+                raise lost from None
             if e.code == mtypes.CONNECTION_CLOSED:
                 raise McpConnectionError(f"MCP server {describe(spec.mcp)} closed the connection: {e.message}") from None
             if e.code == mtypes.REQUEST_TIMEOUT:
@@ -360,6 +434,15 @@ class McpClient:
         return ToolResult(name=spec.name, output=_output_of(result))
 
 
+def _reason(e: ValueError) -> str:
+    """The first message of a (pydantic) validation error, without pydantic's header and links."""
+    errors = getattr(e, "errors", None)
+    if callable(errors):
+        first = errors()[0]
+        return str(first.get("ctx", {}).get("error") or first.get("msg") or e)
+    return str(e).strip().splitlines()[0]
+
+
 def _one_line(e: BaseException) -> str:
     if isinstance(e, BaseExceptionGroup) and e.exceptions:
         return _one_line(e.exceptions[0])
@@ -380,10 +463,16 @@ async def list_mcp_tools(source: McpSource, *, headers: dict[str, str] | None = 
 
     `domain` is `source.server_name` if set, else derived from the server's name;
     the returned specs' `mcp` source carries that name. Raises McpConnectionError
-    if the server cannot be reached, SpecError if a tool is not importable.
+    if the server cannot be reached; a tool that is not importable is logged and skipped.
     """
     async with McpClient(headers=headers, connect_timeout=timeout, call_timeout=timeout) as client:
         return await client.list_tools(source)
+
+
+async def import_mcp_tools(source: McpSource, *, headers: dict[str, str] | None = None, timeout: float = 30.0) -> McpImport:
+    """`list_mcp_tools`, also saying which tools were skipped and why."""
+    async with McpClient(headers=headers, connect_timeout=timeout, call_timeout=timeout) as client:
+        return await client.import_tools(source)
 
 
 # ====================================================================== server side

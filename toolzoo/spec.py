@@ -11,7 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 Provenance = Literal["seed", "evolved", "mcp", "llm"]
 Effect = Literal["read", "write"]
-NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]{0,63}$")
+NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]{0,63}$")  # zoo tools: also a Python identifier in the sandbox
+MODEL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")  # what OpenAI accepts as a function name; imported MCP tools
 
 
 class SpecError(ValueError):
@@ -81,13 +82,20 @@ class ToolSpec(BaseModel):
     parents: list[str] = Field(default_factory=list, description="tools this one was evolved from")
     operator: str | None = Field(None, description="the evolution operator that made it")
     mcp: McpSource | None = None
+    mcp_name: str | None = Field(None, description="an imported MCP tool's name on its server, used to call it "
+                                 "(`name` is the one the model sees; toolzoo.mcp_names says how it is made)")
 
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not NAME_RE.match(v):
-            raise ValueError(f"tool name {v!r} must match {NAME_RE.pattern} (OpenAI function names)")
+        if not MODEL_NAME_RE.match(v):
+            raise ValueError(f"tool name {v!r} must match {MODEL_NAME_RE.pattern} (OpenAI function names)")
         return v
+
+    @property
+    def call_name(self) -> str:
+        """The name to call the tool by: the MCP server's own for an imported tool, else `name`."""
+        return self.mcp_name if self.mcp_name is not None else self.name
 
     @field_validator("description")
     @classmethod
@@ -98,6 +106,10 @@ class ToolSpec(BaseModel):
 
     @model_validator(mode="after")
     def _schemas(self) -> ToolSpec:
+        if self.provenance != "mcp" and not NAME_RE.match(self.name):
+            raise ValueError(f"tool name {self.name!r} must match {NAME_RE.pattern} (the rule for the zoo's own tools)")
+        if self.mcp_name is not None and (self.provenance != "mcp" or not self.mcp_name):
+            raise ValueError(f"{self.name}: mcp_name is the non-empty server-side name of an imported MCP tool")
         if self.parameters.get("type") != "object":
             raise ValueError(f"{self.name}: parameters must be a JSON Schema with type 'object'")
         check_json_schema(self.parameters, f"tool {self.name} parameters")
