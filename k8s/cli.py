@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sandboxes.cli import one_line_errors
+from sandboxes.cli_options import count_option, url_option
 
 app = typer.Typer(help="Manage tooldojo jobs on Kubernetes (see `dojo submit`).", no_args_is_help=True)
 console = Console()
@@ -32,11 +33,24 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 KubeconfigOpt = typer.Option(None, "--kubeconfig", envvar="TOOLDOJO_K8S_KUBECONFIG", help="kubeconfig file")
 ContextOpt = typer.Option(None, "--context", envvar="TOOLDOJO_K8S_CONTEXT", help="kubeconfig context")
-ServerOpt = typer.Option(None, "--server", envvar="TOOLDOJO_K8S_SERVER",
-                         help="API server URL instead of a kubeconfig (no credentials)")
+ServerOpt = url_option(None, "--server", envvar="TOOLDOJO_K8S_SERVER",
+                       help="API server URL instead of a kubeconfig (no credentials)")
 NamespaceOpt = typer.Option(None, "--namespace", "-n", help="namespace (default: the context's, else tooldojo)")
 ConfigArg = typer.Argument(..., help="the submit config (YAML with job: and k8s:); see examples/k8s/")
-VersionOpt = typer.Option("1.33", "--k8s-version", help="Kubernetes version whose schemas validate the manifests")
+
+
+def _k8s_version(value: str) -> str:
+    from k8s.validate import check_k8s_version
+
+    try:
+        check_k8s_version(value)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    return value
+
+
+VersionOpt = typer.Option("1.33", "--k8s-version", callback=_k8s_version,
+                          help="Kubernetes version whose schemas validate the manifests")
 
 
 def cli_errors(fn: F) -> F:
