@@ -224,8 +224,8 @@ def status_cmd(name: str = typer.Argument(..., help="the job's name"), namespace
 @cli_errors
 def logs_cmd(name: str = typer.Argument(..., help="the job's name"),
              follow: bool = typer.Option(False, "--follow", "-f", help="wait for the pod, stream until it ends"),
-             node: int = typer.Option(0, "--node", min=0, help="node rank (completion index)"),
-             tail: int = typer.Option(None, "--tail", min=0, help="only the last N lines"),
+             node: int = count_option(0, "--node", limit="node", min=0, help="node rank (completion index)"),
+             tail: int = count_option(None, "--tail", limit="lines", min=0, help="only the last N lines"),
              namespace: str = NamespaceOpt, kubeconfig: str = KubeconfigOpt, context: str = ContextOpt,
              server: str = ServerOpt) -> None:
     """The log of one node of a job."""

@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sandboxes.cli import one_line_errors
+from sandboxes.cli_options import count_option, url_option
 
 if TYPE_CHECKING:
     from rl.config import ConfigError
@@ -198,9 +199,9 @@ def behaviours_cmd(
                                  help="a folder with trajectories.jsonl, a .jsonl of trajectories, or a run directory "
                                       "(every **/trajectories.jsonl and episodes/*.jsonl below it, one row group each)"),
     counter: str = typer.Option("heuristic", "--counter", help="heuristic (offline) | llm (one prompt per behaviour)"),
-    base_url: str = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint for --counter llm"),
+    base_url: str = url_option(None, "--base-url", help="OpenAI-compatible endpoint for --counter llm"),
     model: str = typer.Option(None, "--model", help="model name at --base-url"),
-    concurrency: int = typer.Option(8, "--concurrency", min=1, help="trajectories counted at a time"),
+    concurrency: int = count_option(8, "--concurrency", limit="concurrency", min=1, help="trajectories counted at a time"),
     json_out: bool = typer.Option(False, "--json", help="print the report as one JSON object"),
 ) -> None:
     """How often the trajectories show the four cognitive behaviours (verification, backtracking, subgoal

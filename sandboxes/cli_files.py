@@ -13,9 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
-M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 
 class InputFileError(ValueError):
@@ -64,11 +64,11 @@ def validation_reason(e: ValidationError) -> str:
     return one_line(f"{where}: {msg}" if where else msg)
 
 
-def read_jsonl(path: str | Path, parse: Callable[[str], M], what: str, *, allow_empty: bool = False) -> list[M]:
+def read_jsonl(path: str | Path, parse: Callable[[str], T], what: str, *, allow_empty: bool = False) -> list[T]:
     """One record per non-blank line, each through `parse` (e.g. ``Task.model_validate_json``); an error
     names the file and its line. `what` is the records' plural ("tasks"): with none, "no tasks in FILE"."""
     p = Path(path)
-    out: list[M] = []
+    out: list[T] = []
     for n, line in enumerate(read_text(p, what).splitlines(), 1):
         if not line.strip():
             continue

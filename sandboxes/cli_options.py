@@ -85,3 +85,14 @@ def check_url(value: str | None) -> str | None:
 def url_option(default: Any, *flags: str, help: str, **kw: Any) -> Any:
     """An http(s) URL option, checked before any client sees it."""
     return typer.Option(default, *flags, callback=check_url, help=help, **kw)
+
+
+def split_names(value: str | None, flag: str) -> list[str] | None:
+    """A comma-separated option (``--domains a,b``) as a list; None when not given. A value that names
+    nothing (``","``) is an error, not "all"."""
+    if value is None:
+        return None
+    names = list(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
+    if not names:
+        raise ValueError(f"{flag} {value!r} names nothing; leave {flag} out for all")
+    return names
