@@ -190,16 +190,24 @@ def runs_cmd(suite: str = typer.Argument(None, help="only this suite (by name)")
     """List the runs in the history."""
     from rich.table import Table
 
+    from evals.context import EvalError
     from evals.history import list_runs
 
     hist = _history(history)
+    if not hist.is_dir():
+        raise EvalError(f"no eval history at {hist}: `dojo eval run` writes it (or pass --history)")
+    broken: list[tuple[Path, str]] = []
     t = Table(title=f"runs in {hist}")
     for col in ("run", "suite", "version", "model", "cases", "pass rate", "repeat", "note"):
         t.add_column(col, no_wrap=col in ("run", "version", "pass rate"))
-    for r, _ in list_runs(hist, suite):
+    for r, _ in list_runs(hist, suite, broken=broken):
         t.add_row(r.run_id, r.suite, r.suite_version, r.label, str(r.summary.cases), f"{100 * r.summary.pass_rate:.1f}%",
                   str(r.repeat), "only failed" if r.only_failed else "")
     console.print(t)
+    for f, why in broken:
+        err.print(f"error: {f} does not load: {why}", style="red", markup=False, soft_wrap=True)
+    if broken:
+        raise typer.Exit(1)
 
 
 @app.command("schema")

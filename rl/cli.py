@@ -12,8 +12,12 @@ transformers is imported; then the logging backends are checked, the run directo
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -100,6 +104,24 @@ def _print_summary(summary: dict[str, Any]) -> None:
     console.print(t)
 
 
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM (what Kubernetes and launchers send to stop a pod) interrupts like Ctrl-C, so the run is
+    recorded as interrupted instead of dying at "running"."""
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _train(config: str | None, args: list[str]) -> dict[str, Any]:
     from rl.config import load_config
 
@@ -127,7 +149,8 @@ def _train(config: str | None, args: list[str]) -> dict[str, Any]:
     from rl.trainer import train
 
     try:
-        result = train(cfg, run_dir=run_dir, resume_from=checkpoint)
+        with sigterm_interrupts():
+            result = train(cfg, run_dir=run_dir, resume_from=checkpoint)
     except BaseException as e:
         status = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
         error = f"{type(e).__name__}: {e}".splitlines()[0][:500] if status == "failed" else None
