@@ -126,10 +126,9 @@ def filter_cmd(
     from synth.tasks import load_tasks
 
     _check_backend(backend)
+    reward_cfg = reward_config(config) if config is not None else None
     task_list = load_tasks(tasks)
     trajs = load_trajectories(trajectories)
-    if config is not None:
-        config = reward_config(config)
     check_out_dir(out)
     client = judge_client(judge_base_url, judge_model, judge_api_key_env, judge_cache_dir)
 
@@ -141,7 +140,7 @@ def filter_cmd(
             judge = RubricJudge(client, threshold=threshold)
         try:
             async with _pool(backend, sandboxes) as pool:
-                return await filter_trajectories(task_list, trajs, pool=pool, config=config, judge=judge,
+                return await filter_trajectories(task_list, trajs, pool=pool, config=reward_cfg, judge=judge,
                                                  llm_client=client, threshold=threshold, keep_abstain=keep_abstain,
                                                  concurrency=sandboxes)
         finally:
