@@ -66,7 +66,8 @@ def validation_reason(e: ValidationError) -> str:
 
 def read_jsonl(path: str | Path, parse: Callable[[str], T], what: str, *, allow_empty: bool = False) -> list[T]:
     """One record per non-blank line, each through `parse` (e.g. ``Task.model_validate_json``); an error
-    names the file and its line. `what` is the records' plural ("tasks"): with none, "no tasks in FILE"."""
+    names the file and its line (``FILE:LINE: reason``). `what` is the records' plural ("tasks"): with none,
+    "no tasks in FILE"."""
     p = Path(path)
     out: list[T] = []
     for n, line in enumerate(read_text(p, what).splitlines(), 1):
@@ -75,9 +76,9 @@ def read_jsonl(path: str | Path, parse: Callable[[str], T], what: str, *, allow_
         try:
             out.append(parse(line))
         except ValidationError as e:
-            raise InputFileError(f"{p} line {n}: not one of the {what}: {validation_reason(e)}") from None
+            raise InputFileError(f"{p}:{n}: {validation_reason(e)}") from None
         except ValueError as e:
-            raise InputFileError(f"{p} line {n}: not one of the {what}: {one_line(e)}") from None
+            raise InputFileError(f"{p}:{n}: {one_line(e)}") from None
     if not out and not allow_empty:
         raise InputFileError(f"no {what} in {p}")
     return out

@@ -165,7 +165,7 @@ def export_cmd(
     from toolzoo.export import export_dataset
 
     zoo = _zoo_at(zoo_dir)
-    path = export_dataset(zoo, Path(out))
+    path = export_dataset(zoo, check_out_dir(out))
     console.print(f"exported {len(zoo.tools)} tools, {len(zoo.domains)} domains to {path}", highlight=False)
 
 
