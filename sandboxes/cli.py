@@ -45,7 +45,7 @@ def one_line_errors(fn: F) -> F:
             err_console.print(f"error: {e}", style="red", highlight=False, markup=False, soft_wrap=True)
         except KeyboardInterrupt:
             err_console.print("interrupted")
-            raise typer.Exit(130)
+            raise typer.Exit(130) from None
         raise typer.Exit(1)
 
     return wrapper  # type: ignore[return-value]
