@@ -245,3 +245,21 @@ def test_sigterm_records_an_interrupted_run(tmp_path):
     record = json.loads((run_dir / "run.json").read_text())
     assert record["status"] == "interrupted" and record["end_time"], record
     assert p.returncode == 130 and "Traceback" not in err, err
+
+
+def test_ctrl_c_before_a_command_runs_is_one_line(monkeypatch, capsys):
+    """SIGINT while the commands are still being built (before one_line_errors is in charge)."""
+    import tooldojo.cli
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tooldojo.cli, "app", interrupted)
+    try:
+        tooldojo.cli.main()
+    except KeyboardInterrupt:
+        pytest.fail("KeyboardInterrupt escaped dojo's main() (a traceback for the user)")
+    except SystemExit as e:
+        assert e.code == 130 and capsys.readouterr().err == "interrupted\n"
+    else:
+        pytest.fail("main() returned after an interrupt")
