@@ -123,10 +123,11 @@ def sigterm_interrupts() -> Iterator[None]:
 
 
 def _train(config: str | None, args: list[str]) -> dict[str, Any]:
-    from rl.config import load_config
+    from rl.config import check_data, load_config
 
     config_path, overrides = split_config_arg(config, args)
     cfg = load_config(config_path, overrides)  # the only thing before any heavy import
+    check_data(cfg)  # before the run directory is written
 
     from rl.distributed import Ranks, init_distributed, main_first
     from rl.run import (check_run_dir, configure_logging, prepare_run_dir, record_rank_failure, report_to,

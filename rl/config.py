@@ -402,6 +402,24 @@ def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -
     return cfg
 
 
+def check_data(cfg: TrainConfig) -> None:
+    """The data section against the disk and the zoo: the domains exist, and so do ``data.tasks``' tasks
+    (read and parsed here, so a bad file fails before the run directory is written)."""
+    from synth.tasks import check_domains, load_tasks
+
+    d = cfg.data
+    if d.domains is not None:
+        try:
+            check_domains(d.domains)
+        except ValueError as e:
+            raise ConfigError(str(e), field="data.domains") from None
+    if d.tasks is not None:
+        try:
+            load_tasks(d.tasks)
+        except (OSError, ValueError) as e:
+            raise ConfigError(str(e), field="data.tasks") from None
+
+
 def check_batch(cfg: TrainConfig, world_size: int | None = None) -> None:
     """TRL's rule that a generation batch holds whole groups (``GRPOConfig.__post_init__``), checked
     here so that a bad ``num_generations`` fails before the run writes or synthesises anything.
