@@ -6,7 +6,7 @@
 
 The cluster: --kubeconfig / --context (or $KUBECONFIG, ~/.kube/config, the in-cluster service
 account), or --server URL; TOOLDOJO_K8S_KUBECONFIG / _CONTEXT / _SERVER set the same. Every request
-times out (TOOLDOJO_K8S_REQUEST_TIMEOUT seconds, default 60). A bad option value (--server notaurl,
+times out (TOOLDOJO_K8S_REQUEST_TIMEOUT seconds to read, default 30). A bad option value (--server notaurl,
 --k8s-version 9.99) is a usage error, exit 2; other errors print one line and exit 1.
 """
 

@@ -32,7 +32,7 @@ DEFAULT_BURST = 100
 # (connect, read) seconds of every request that sets no timeout of its own: a server that accepts and
 # never answers is an error, not a hang. $TOOLDOJO_K8S_REQUEST_TIMEOUT overrides the read timeout.
 CONNECT_TIMEOUT_S = 10.0
-READ_TIMEOUT_S = 60.0
+READ_TIMEOUT_S = 30.0
 
 
 def request_timeout() -> tuple[float, float]:
