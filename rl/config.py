@@ -121,7 +121,7 @@ class ModelConfig(_Section):
 class DataConfig(_Section):
     tasks: str | None = Field(None, description="a tasks folder written by `dojo synth tasks` / synth.export_tasks; "
                                                 "None: synthesise `synthesize` tasks into the run directory")
-    synthesize: int = Field(32, gt=0, description="how many tasks to synthesise when `tasks` is None")
+    synthesize: int = Field(32, gt=0, le=1_000_000, description="how many tasks to synthesise when `tasks` is None")
     domains: list[str] | None = Field(None, description="train only on these domains; None: all")
     max_tasks: int | None = Field(None, gt=0)
     shuffle: bool = True
@@ -181,7 +181,7 @@ class RolloutConfig(_Section):
     user_base_url: str | None = Field(None, description="its OpenAI-compatible endpoint when user: llm")
     user_api_key_env: str = Field("OPENAI_API_KEY", description="the environment variable holding its API key")
     sandbox_backend: Literal["auto", "docker", "local", "kubernetes"] = "auto"
-    sandboxes: int | None = Field(None, gt=0, description="warm sandboxes in the pool; None: one per rollout")
+    sandboxes: int | None = Field(None, gt=0, le=4096, description="warm sandboxes in the pool; None: one per rollout")
     tool_timeout_s: float = Field(10.0, gt=0.0)
     vllm_max_num_batched_tokens: int = Field(
         16384, gt=0, description="the colocated engine's tokens per step (TRL uses 4096): whole batches of "

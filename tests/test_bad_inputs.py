@@ -134,6 +134,8 @@ ERRORS = [
      "yaml_tasks.jsonl:1: Invalid JSON", 1),
     ("train-whole-groups", ["train", TRAIN, f"grpo.num_generations={HUGE}", "run.output_dir={dir}/o"],
      "grpo.num_generations", 2),
+    ("train-synthesize-huge", ["train", TRAIN, f"data.synthesize={HUGE}", "run.output_dir={dir}/o"],
+     "data.synthesize: Input should be less than or equal to", 2),
     ("train-unknown-domain", ["train", TRAIN, "data.domains=[nope]", "run.output_dir={dir}/o"],
      "data.domains: unknown domain(s) nope", 2),
     ("train-missing-tasks", ["train", TRAIN, "data.tasks={dir}/nowhere", "run.output_dir={dir}/o"],
