@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 
 from sandboxes.cli import one_line_errors
+from sandboxes.cli_options import count_option, float_option, timeout_option
 
 app = typer.Typer(help="Personal eval suites (pydantic-evals): run them on models, report, compare runs.",
                   no_args_is_help=True, pretty_exceptions_enable=False)
@@ -41,19 +42,25 @@ def _html_path(history: Path, suite: str, version: str | None, html: str | None)
 def run_cmd(
     suite: str = typer.Argument(..., help="a suite file (.yaml/.json/.py) or a directory of them"),
     model: list[str] = ModelOpt,
-    repeat: int = typer.Option(1, "--repeat", "-n", min=1, help="runs per case (pass@k and pass^k for k <= N)"),
+    repeat: int = count_option(1, "--repeat", "-n", limit="repeat", min=1, help="runs per case (pass@k and pass^k for k <= N)"),
     only_failed: bool = typer.Option(False, "--only-failed", help="re-run only the cases that did not pass last time"),
     case: list[str] = CaseOpt,
     judge: str = typer.Option(None, "--judge", help="model for RubricJudge / judge rewards (same forms as --model)"),
-    concurrency: int = typer.Option(4, "--concurrency", "-c", min=1, help="cases in flight"),
+    concurrency: int = count_option(4, "--concurrency", "-c", limit="concurrency", min=1, help="cases in flight"),
     backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
     history: str = HistoryOpt,
     no_cache: bool = typer.Option(False, "--no-cache", help="ask the model again instead of using cached answers"),
     cache_dir: str = typer.Option(None, "--cache-dir", help="response cache (default HISTORY/cache)"),
-    seed: int = typer.Option(0, help="sampling seed of the first run of each case (run k uses seed + k)"),
-    temperature: float = typer.Option(0.7, min=0.0, help="sampling temperature (a case may set its own)"),
-    max_tokens: int = typer.Option(512, min=1, help="completion tokens per model call (a case may set its own)"),
-    max_turns: int = typer.Option(6, min=1, help="agent turns per tool episode (a case may set its own)"),
+    seed: int = count_option(0, "--seed", limit="seed", min=0,
+                             help="sampling seed of the first run of each case (run k uses seed + k)"),
+    temperature: float = float_option(0.7, "--temperature", limit="temperature",
+                                      help="sampling temperature (a case may set its own)"),
+    max_tokens: int = count_option(512, "--max-tokens", limit="tokens",
+                                   help="completion tokens per model call (a case may set its own)"),
+    max_turns: int = count_option(6, "--max-turns", limit="turns", help="agent turns per tool episode (a case may set its own)"),
+    timeout: float = timeout_option(120.0, "--timeout", help="seconds to wait for one model answer"),
+    retries: int = count_option(2, "--retries", limit="rounds", min=0,
+                                help="retries of a model call that timed out or failed transiently"),
     html: str = typer.Option(None, "--html", help="write the HTML report here (default HISTORY/SUITE/VERSION/report.html)"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar"),
     allow_broken: bool = typer.Option(False, "--allow-broken", help="exit 0 even when suite files or cases do not "
@@ -75,6 +82,7 @@ def run_cmd(
                       backend=backend, history_dir=hist, cache=not no_cache,
                       cache_dir=Path(cache_dir).expanduser() if cache_dir else None, seed=seed,
                       temperature=temperature, max_tokens=max_tokens, max_turns=max_turns,
+                      timeout_s=timeout, max_retries=retries,
                       judge=parse_model(judge) if judge else None, progress=not quiet)
     plan = [(m, *cases_to_run(s, m, opts)) for m in models]     # bad selections fail here, before any work
     for f, why in s.broken_files.items():
@@ -182,16 +190,24 @@ def runs_cmd(suite: str = typer.Argument(None, help="only this suite (by name)")
     """List the runs in the history."""
     from rich.table import Table
 
+    from evals.context import EvalError
     from evals.history import list_runs
 
     hist = _history(history)
+    if not hist.is_dir():
+        raise EvalError(f"no eval history at {hist}: `dojo eval run` writes it (or pass --history)")
+    broken: list[tuple[Path, str]] = []
     t = Table(title=f"runs in {hist}")
     for col in ("run", "suite", "version", "model", "cases", "pass rate", "repeat", "note"):
         t.add_column(col, no_wrap=col in ("run", "version", "pass rate"))
-    for r, _ in list_runs(hist, suite):
+    for r, _ in list_runs(hist, suite, broken=broken):
         t.add_row(r.run_id, r.suite, r.suite_version, r.label, str(r.summary.cases), f"{100 * r.summary.pass_rate:.1f}%",
                   str(r.repeat), "only failed" if r.only_failed else "")
     console.print(t)
+    for f, why in broken:
+        err.print(f"error: {f} does not load: {why}", style="red", markup=False, soft_wrap=True)
+    if broken:
+        raise typer.Exit(1)
 
 
 @app.command("schema")

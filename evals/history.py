@@ -17,9 +17,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from evals.context import EvalError
 from evals.models import slug
 from evals.results import CaseResult, RunRecord, summarize
+from sandboxes.cli_files import validation_reason
 
 __all__ = ["current_view", "default_history_dir", "find_run", "list_runs", "load_report", "new_run_id", "save_run"]
 
@@ -50,8 +53,10 @@ def save_run(history: Path, record: RunRecord, report: Any) -> Path:
     return d
 
 
-def list_runs(history: Path, suite: str | None = None) -> list[tuple[RunRecord, Path]]:
-    """Every run in the history (of ``suite``, by name), oldest first."""
+def list_runs(history: Path, suite: str | None = None, *,
+              broken: list[tuple[Path, str]] | None = None) -> list[tuple[RunRecord, Path]]:
+    """Every run in the history (of ``suite``, by name), oldest first; a run.json that does not load is
+    left out, and (file, reason) appended to `broken` when given."""
     base = history / slug(suite) if suite else history
     if not base.is_dir():
         return []
@@ -60,8 +65,9 @@ def list_runs(history: Path, suite: str | None = None) -> list[tuple[RunRecord, 
     for f in base.glob(pattern):
         try:
             out.append((RunRecord.model_validate_json(f.read_text()), f.parent))
-        except (OSError, ValueError):
-            continue  # a run being written, or from an incompatible version
+        except (OSError, ValueError) as e:  # run.json is replaced atomically: damaged, or another version
+            if broken is not None:
+                broken.append((f, validation_reason(e) if isinstance(e, ValidationError) else str(e)))
     out.sort(key=lambda x: (x[0].started_at, x[0].run_id))
     return out
 

@@ -5,8 +5,9 @@
     dojo jobs list | status NAME | logs NAME [-f] [--node i] | events NAME | cancel NAME | resubmit NAME [--from-checkpoint]
 
 The cluster: --kubeconfig / --context (or $KUBECONFIG, ~/.kube/config, the in-cluster service
-account), or --server URL; TOOLDOJO_K8S_KUBECONFIG / _CONTEXT / _SERVER set the same. Errors
-print one line and exit 1.
+account), or --server URL; TOOLDOJO_K8S_KUBECONFIG / _CONTEXT / _SERVER set the same. Every request
+times out (TOOLDOJO_K8S_REQUEST_TIMEOUT seconds to read, default 30). A bad option value (--server notaurl,
+--k8s-version 9.99) is a usage error, exit 2; other errors print one line and exit 1.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sandboxes.cli import one_line_errors
+from sandboxes.cli_options import count_option, url_option
 
 app = typer.Typer(help="Manage tooldojo jobs on Kubernetes (see `dojo submit`).", no_args_is_help=True)
 console = Console()
@@ -32,11 +34,24 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 KubeconfigOpt = typer.Option(None, "--kubeconfig", envvar="TOOLDOJO_K8S_KUBECONFIG", help="kubeconfig file")
 ContextOpt = typer.Option(None, "--context", envvar="TOOLDOJO_K8S_CONTEXT", help="kubeconfig context")
-ServerOpt = typer.Option(None, "--server", envvar="TOOLDOJO_K8S_SERVER",
-                         help="API server URL instead of a kubeconfig (no credentials)")
+ServerOpt = url_option(None, "--server", envvar="TOOLDOJO_K8S_SERVER",
+                       help="API server URL instead of a kubeconfig (no credentials)")
 NamespaceOpt = typer.Option(None, "--namespace", "-n", help="namespace (default: the context's, else tooldojo)")
 ConfigArg = typer.Argument(..., help="the submit config (YAML with job: and k8s:); see examples/k8s/")
-VersionOpt = typer.Option("1.33", "--k8s-version", help="Kubernetes version whose schemas validate the manifests")
+
+
+def _k8s_version(value: str) -> str:
+    from k8s.validate import check_k8s_version
+
+    try:
+        check_k8s_version(value)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    return value
+
+
+VersionOpt = typer.Option("1.33", "--k8s-version", callback=_k8s_version,
+                          help="Kubernetes version whose schemas validate the manifests")
 
 
 def cli_errors(fn: F) -> F:
@@ -210,8 +225,8 @@ def status_cmd(name: str = typer.Argument(..., help="the job's name"), namespace
 @cli_errors
 def logs_cmd(name: str = typer.Argument(..., help="the job's name"),
              follow: bool = typer.Option(False, "--follow", "-f", help="wait for the pod, stream until it ends"),
-             node: int = typer.Option(0, "--node", min=0, help="node rank (completion index)"),
-             tail: int = typer.Option(None, "--tail", min=0, help="only the last N lines"),
+             node: int = count_option(0, "--node", limit="node", min=0, help="node rank (completion index)"),
+             tail: int = count_option(None, "--tail", limit="lines", min=0, help="only the last N lines"),
              namespace: str = NamespaceOpt, kubeconfig: str = KubeconfigOpt, context: str = ContextOpt,
              server: str = ServerOpt) -> None:
     """The log of one node of a job."""

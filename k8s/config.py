@@ -240,15 +240,13 @@ def _translate(e: ValidationError, prefix: str = "") -> SubmitConfigError:
 
 def load_submit_config(path: str | Path) -> tuple[SubmitConfig, Path]:
     """The validated submit config and the folder its relative paths start from."""
-    import yaml
+    from sandboxes.cli_files import InputFileError, load_yaml
 
     p = Path(path)
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise SubmitConfigError(f"cannot read {p}: {e.strerror or e}") from None
-    except yaml.YAMLError as e:
-        raise SubmitConfigError(f"{p} is not valid YAML: {' '.join(str(e).split())}") from None
+        data = load_yaml(p, "submit config")
+    except InputFileError as e:
+        raise SubmitConfigError(str(e)) from None
     if not isinstance(data, dict):
         raise SubmitConfigError(f"{p} must hold a mapping with job: and k8s: sections")
     return parse_submit_config(data), p.resolve().parent

@@ -39,13 +39,27 @@ class ManifestInvalid(ValueError):
 
 
 # ----------------------------------------------------------------- schemas
+def check_k8s_version(version: str) -> str:
+    """`version` (1.33, v1.33.2) as MAJOR.MINOR, when kubernetes-validate has schemas for it; else a ValueError
+    saying which versions it has (a newer version must not quietly get older schemas)."""
+    from kubernetes_validate import utils
+
+    m = re.fullmatch(r"v?(\d{1,3})\.(\d{1,3})(?:\.\d{1,4})?", version.strip())
+    known = sorted({utils.major_minor(v) for v in utils.all_versions()}, key=_vkey)
+    span = f"{known[0]} to {known[-1]}" if known else "none"
+    if m is None:
+        raise ValueError(f"Kubernetes version {version!r} is not MAJOR.MINOR[.PATCH] (schemas: {span})")
+    want = f"{int(m[1])}.{int(m[2])}"
+    if not known or not _vkey(known[0]) <= _vkey(want) <= _vkey(known[-1]):
+        raise ValueError(f"no schemas for Kubernetes {want}: kubernetes-validate has {span}")
+    return want
+
+
 def _schema_dir(version: str) -> str:
     from kubernetes_validate import utils
 
-    want = utils.major_minor(version.lstrip("v"))
+    want = check_k8s_version(version)
     versions = [v for v in utils.all_versions() if _vkey(utils.major_minor(v)) <= _vkey(want)]
-    if not versions:
-        raise ValueError(f"kubernetes-validate has no schemas for Kubernetes {version}")
     return f"v{versions[-1]}-local-strict"
 
 

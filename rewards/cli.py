@@ -14,6 +14,8 @@ from rich.console import Console
 from rich.table import Table
 
 from sandboxes.cli import one_line_errors
+from sandboxes.cli_files import check_out_dir, load_yaml, read_jsonl, validation_reason
+from sandboxes.cli_options import count_option, url_option
 
 app = typer.Typer(help="Rewards: the SFT filter and judge agreement.", no_args_is_help=True)
 console = Console()
@@ -27,13 +29,27 @@ def _rewards() -> None:
 
 def load_trajectories(path: str | Path):
     """Trajectories from a trajectories.jsonl file or a directory holding one (`dojo synth trajectories`)."""
-    from synth.sft_data import read_trajectories
+    from synth.episode import Trajectory
 
     p = Path(path)
     f = p / "trajectories.jsonl" if p.is_dir() else p
     if not f.exists():
         raise FileNotFoundError(f"no trajectories at {path}: expected {f} (written by `dojo synth trajectories`)")
-    return read_trajectories(f)
+    return read_jsonl(f, Trajectory.model_validate_json, "trajectories")
+
+
+def reward_config(path: str):  # -> RewardConfig
+    """The reward config YAML at `path`, validated; errors name the file."""
+    from pydantic import ValidationError
+
+    from rewards.compose import RewardConfig
+
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"no reward config at {path}")
+    try:
+        return RewardConfig.model_validate(load_yaml(path, "reward config"))
+    except ValidationError as e:
+        raise ValueError(f"{path}: {validation_reason(e)}") from None
 
 
 class EndpointFailed(ValueError):
@@ -107,14 +123,14 @@ def filter_cmd(
     out: str = typer.Option(..., "--out", help="directory for the kept trajectories, the TRL dataset (sft/), scores.jsonl"),
     config: str = typer.Option(None, "--config", help="reward config YAML (rewards.compose.RewardConfig); default: "
                                                       "world_state, communication, tool_validity, reverify gate"),
-    judge_base_url: str = typer.Option(None, "--judge-base-url", help="OpenAI-compatible endpoint of an LLM judge"),
+    judge_base_url: str = url_option(None, "--judge-base-url", help="OpenAI-compatible endpoint of an LLM judge"),
     judge_model: str = typer.Option(None, "--judge-model", help="model name at --judge-base-url"),
     judge_api_key_env: str = typer.Option("OPENAI_API_KEY", "--judge-api-key-env", help="environment variable with the judge's API key"),
     judge_cache_dir: str = typer.Option(None, "--judge-cache-dir", help="on-disk cache of judge responses"),
     threshold: float = typer.Option(0.5, "--threshold", min=0.0, max=1.0, help="keep when the judge scores at least this"),
     keep_abstain: bool = typer.Option(False, "--keep-abstain", help="keep trajectories a judge or gate abstained on"),
     backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
-    sandboxes: int = typer.Option(4, "--sandboxes", min=1, help="trajectories verified in parallel"),
+    sandboxes: int = count_option(4, "--sandboxes", limit="sandboxes", min=1, help="trajectories verified in parallel"),
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON instead of tables"),
 ) -> None:
     """Rejection-sample trajectories into SFT data: keep those whose verifiable rewards all score 1.0 (no hack
@@ -126,10 +142,10 @@ def filter_cmd(
     from synth.tasks import load_tasks
 
     _check_backend(backend)
+    reward_cfg = reward_config(config) if config is not None else None
     task_list = load_tasks(tasks)
     trajs = load_trajectories(trajectories)
-    if config is not None and not Path(config).exists():
-        raise FileNotFoundError(f"no reward config at {config}")
+    check_out_dir(out)
     client = judge_client(judge_base_url, judge_model, judge_api_key_env, judge_cache_dir)
 
     async def run():
@@ -140,7 +156,7 @@ def filter_cmd(
             judge = RubricJudge(client, threshold=threshold)
         try:
             async with _pool(backend, sandboxes) as pool:
-                return await filter_trajectories(task_list, trajs, pool=pool, config=config, judge=judge,
+                return await filter_trajectories(task_list, trajs, pool=pool, config=reward_cfg, judge=judge,
                                                  llm_client=client, threshold=threshold, keep_abstain=keep_abstain,
                                                  concurrency=sandboxes)
         finally:
@@ -167,14 +183,14 @@ def filter_cmd(
 def agreement_cmd(
     tasks: str = typer.Option(..., "--tasks", help="directory (or tasks.jsonl) written by `dojo synth tasks`"),
     trajectories: str = typer.Option(..., "--trajectories", help="directory (or trajectories.jsonl) of labelled trajectories"),
-    judge_base_url: str = typer.Option(..., "--judge-base-url", help="OpenAI-compatible endpoint of the judge"),
+    judge_base_url: str = url_option(..., "--judge-base-url", help="OpenAI-compatible endpoint of the judge"),
     judge_model: str = typer.Option(..., "--judge-model", help="model name at --judge-base-url"),
     judge_api_key_env: str = typer.Option("OPENAI_API_KEY", "--judge-api-key-env", help="environment variable with the judge's API key"),
     judge_cache_dir: str = typer.Option(None, "--judge-cache-dir", help="on-disk cache of judge responses"),
-    judge_max_tokens: int = typer.Option(1024, "--judge-max-tokens", min=16, help="cap on the judge's answer"),
+    judge_max_tokens: int = count_option(1024, "--judge-max-tokens", limit="tokens", min=16, help="cap on the judge's answer"),
     threshold: float = typer.Option(0.5, "--threshold", min=0.0, max=1.0, help="judge score that counts as success"),
     backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
-    sandboxes: int = typer.Option(4, "--sandboxes", min=1, help="trajectories checked in parallel"),
+    sandboxes: int = count_option(4, "--sandboxes", limit="sandboxes", min=1, help="trajectories checked in parallel"),
     as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
 ) -> None:
     """How often the LLM judge agrees with the verifiable world-state reward: precision, recall and F1 of

@@ -349,19 +349,15 @@ def find_groups(source: str | Path) -> dict[str, list[Path]]:
 
 def read_messages(path: Path) -> list[list[dict[str, Any]]]:
     """The `messages` of every line (a synth.episode.Trajectory or a row that carries one's fields)."""
-    out = []
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError as e:
-                raise ValueError(f"{path}:{n}: not JSON ({e})") from None
-            if not isinstance(row, dict) or not isinstance(row.get("messages"), list):
-                raise ValueError(f"{path}:{n}: not a trajectory (no messages list)")
-            out.append(row["messages"])
-    return out
+    from sandboxes.cli_files import read_jsonl
+
+    def messages(line: str) -> list[dict[str, Any]]:
+        row = json.loads(line)
+        if not isinstance(row, dict) or not isinstance(row.get("messages"), list):
+            raise ValueError("not a trajectory (no messages list)")
+        return row["messages"]
+
+    return read_jsonl(path, messages, "trajectories", allow_empty=True)
 
 
 def summarize(counts: Sequence[TraceCount]) -> dict[str, BehaviourStat]:

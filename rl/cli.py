@@ -12,8 +12,12 @@ transformers is imported; then the logging backends are checked, the run directo
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -22,6 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sandboxes.cli import one_line_errors
+from sandboxes.cli_options import count_option, url_option
 
 if TYPE_CHECKING:
     from rl.config import ConfigError
@@ -99,11 +104,30 @@ def _print_summary(summary: dict[str, Any]) -> None:
     console.print(t)
 
 
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM (what Kubernetes and launchers send to stop a pod) interrupts like Ctrl-C, so the run is
+    recorded as interrupted instead of dying at "running"."""
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _train(config: str | None, args: list[str]) -> dict[str, Any]:
-    from rl.config import load_config
+    from rl.config import check_data, load_config
 
     config_path, overrides = split_config_arg(config, args)
     cfg = load_config(config_path, overrides)  # the only thing before any heavy import
+    check_data(cfg)  # before the run directory is written
 
     from rl.distributed import Ranks, init_distributed, main_first
     from rl.run import (check_run_dir, configure_logging, prepare_run_dir, record_rank_failure, report_to,
@@ -126,7 +150,8 @@ def _train(config: str | None, args: list[str]) -> dict[str, Any]:
     from rl.trainer import train
 
     try:
-        result = train(cfg, run_dir=run_dir, resume_from=checkpoint)
+        with sigterm_interrupts():
+            result = train(cfg, run_dir=run_dir, resume_from=checkpoint)
     except BaseException as e:
         status = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
         error = f"{type(e).__name__}: {e}".splitlines()[0][:500] if status == "failed" else None
@@ -198,9 +223,9 @@ def behaviours_cmd(
                                  help="a folder with trajectories.jsonl, a .jsonl of trajectories, or a run directory "
                                       "(every **/trajectories.jsonl and episodes/*.jsonl below it, one row group each)"),
     counter: str = typer.Option("heuristic", "--counter", help="heuristic (offline) | llm (one prompt per behaviour)"),
-    base_url: str = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint for --counter llm"),
+    base_url: str = url_option(None, "--base-url", help="OpenAI-compatible endpoint for --counter llm"),
     model: str = typer.Option(None, "--model", help="model name at --base-url"),
-    concurrency: int = typer.Option(8, "--concurrency", min=1, help="trajectories counted at a time"),
+    concurrency: int = count_option(8, "--concurrency", limit="concurrency", min=1, help="trajectories counted at a time"),
     json_out: bool = typer.Option(False, "--json", help="print the report as one JSON object"),
 ) -> None:
     """How often the trajectories show the four cognitive behaviours (verification, backtracking, subgoal

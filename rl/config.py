@@ -121,7 +121,7 @@ class ModelConfig(_Section):
 class DataConfig(_Section):
     tasks: str | None = Field(None, description="a tasks folder written by `dojo synth tasks` / synth.export_tasks; "
                                                 "None: synthesise `synthesize` tasks into the run directory")
-    synthesize: int = Field(32, gt=0, description="how many tasks to synthesise when `tasks` is None")
+    synthesize: int = Field(32, gt=0, le=1_000_000, description="how many tasks to synthesise when `tasks` is None")
     domains: list[str] | None = Field(None, description="train only on these domains; None: all")
     max_tasks: int | None = Field(None, gt=0)
     shuffle: bool = True
@@ -181,7 +181,7 @@ class RolloutConfig(_Section):
     user_base_url: str | None = Field(None, description="its OpenAI-compatible endpoint when user: llm")
     user_api_key_env: str = Field("OPENAI_API_KEY", description="the environment variable holding its API key")
     sandbox_backend: Literal["auto", "docker", "local", "kubernetes"] = "auto"
-    sandboxes: int | None = Field(None, gt=0, description="warm sandboxes in the pool; None: one per rollout")
+    sandboxes: int | None = Field(None, gt=0, le=4096, description="warm sandboxes in the pool; None: one per rollout")
     tool_timeout_s: float = Field(10.0, gt=0.0)
     vllm_max_num_batched_tokens: int = Field(
         16384, gt=0, description="the colocated engine's tokens per step (TRL uses 4096): whole batches of "
@@ -375,17 +375,13 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str,
 # ====================================================================== load
 def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
     """A config file's YAML mapping (an empty file: {}); :class:`ConfigError` saying what is wrong."""
-    import yaml
+    from sandboxes.cli_files import InputFileError, load_yaml
 
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConfigError(f"cannot read the config file {p}: {e.strerror or e}") from e
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{p} is not valid YAML: {e}") from e
+        data = load_yaml(p, "config file")
+    except InputFileError as e:
+        raise ConfigError(str(e)) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -401,8 +397,42 @@ def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -
     data = read_yaml_mapping(path) if path is not None else {}
     data = apply_overrides(data, list(overrides))
     cfg = validate_config(data)
+    check_batch(cfg)
     _log_loss_setup(cfg)
     return cfg
+
+
+def check_data(cfg: TrainConfig) -> None:
+    """The data section against the disk and the zoo: the domains exist, and so do ``data.tasks``' tasks
+    (read and parsed here, so a bad file fails before the run directory is written)."""
+    from synth.tasks import check_domains, load_tasks
+
+    d = cfg.data
+    if d.domains is not None:
+        try:
+            check_domains(d.domains)
+        except ValueError as e:
+            raise ConfigError(str(e), field="data.domains") from None
+    if d.tasks is not None:
+        try:
+            load_tasks(d.tasks)
+        except (OSError, ValueError) as e:
+            raise ConfigError(str(e), field="data.tasks") from None
+
+
+def check_batch(cfg: TrainConfig, world_size: int | None = None) -> None:
+    """TRL's rule that a generation batch holds whole groups (``GRPOConfig.__post_init__``), checked
+    here so that a bad ``num_generations`` fails before the run writes or synthesises anything.
+    `world_size`: the processes of the run (default: $WORLD_SIZE, as torchrun and accelerate set it)."""
+    import os
+
+    g = cfg.grpo
+    world = world_size if world_size is not None else int(os.environ.get("WORLD_SIZE") or 1)
+    batch = g.per_device_train_batch_size * world * (g.steps_per_generation or g.gradient_accumulation_steps)
+    if batch % g.num_generations:
+        raise ConfigError(f"the generation batch (per_device_train_batch_size x {world} process(es) x "
+                          f"steps_per_generation = {batch}) must hold whole groups of num_generations "
+                          f"({g.num_generations})", field="grpo.num_generations")
 
 
 def validate_config(data: Mapping[str, Any]) -> TrainConfig:

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from sandboxes.cli_options import count_option, timeout_option
 from sandboxes.errors import SandboxError
 from sandboxes.models import BackendChoice, Limits, SandboxConfig
 
@@ -44,7 +45,7 @@ def one_line_errors(fn: F) -> F:
             err_console.print(f"error: {e}", style="red", highlight=False, markup=False, soft_wrap=True)
         except KeyboardInterrupt:
             err_console.print("interrupted")
-            raise typer.Exit(130)
+            raise typer.Exit(130) from None
         raise typer.Exit(1)
 
     return wrapper  # type: ignore[return-value]
@@ -144,9 +145,9 @@ def list_cmd() -> None:
 def exec_cmd(
     command: str = typer.Argument(..., help="shell command to run in a fresh sandbox"),
     backend: str = BackendOpt,
-    timeout: float = typer.Option(30.0, help="seconds before every process of the command is killed"),
-    memory_mb: int = typer.Option(None, help="memory limit"),
-    pids: int = typer.Option(None, help="process limit"),
+    timeout: float = timeout_option(30.0, "--timeout", help="seconds before every process of the command is killed"),
+    memory_mb: int = count_option(None, "--memory-mb", limit="memory_mb", min=0, help="memory limit"),
+    pids: int = count_option(None, "--pids", limit="pids", min=0, help="process limit"),
 ) -> None:
     """Run one command in a fresh, hardened sandbox and print its result."""
     import anyio

@@ -29,6 +29,21 @@ from typing import Any
 
 DEFAULT_QPS = 50.0
 DEFAULT_BURST = 100
+# (connect, read) seconds of every request that sets no timeout of its own: a server that accepts and
+# never answers is an error, not a hang. $TOOLDOJO_K8S_REQUEST_TIMEOUT overrides the read timeout.
+CONNECT_TIMEOUT_S = 10.0
+READ_TIMEOUT_S = 30.0
+
+
+def request_timeout() -> tuple[float, float]:
+    raw = os.environ.get("TOOLDOJO_K8S_REQUEST_TIMEOUT")
+    try:
+        read = float(raw) if raw else READ_TIMEOUT_S
+    except ValueError:
+        raise K8sUnavailable(f"TOOLDOJO_K8S_REQUEST_TIMEOUT={raw!r} is not a number of seconds") from None
+    if not 0 < read < float("inf"):
+        raise K8sUnavailable(f"TOOLDOJO_K8S_REQUEST_TIMEOUT={raw!r} is not a positive number of seconds")
+    return (min(CONNECT_TIMEOUT_S, read), read)
 
 
 # ------------------------------------------------------------------ errors
@@ -163,6 +178,7 @@ class K8sClient:
         self.namespace = namespace  # the kubeconfig context's namespace, if any
         self.bucket = TokenBucket(qps, burst)
         self.requests = 0
+        self.timeout = request_timeout()
         self._apis = {name: getattr(k, name)(api_client) for name in ("CoreV1Api", "BatchV1Api", "NetworkingV1Api")}
         self._custom = k.CustomObjectsApi(api_client)
         self._groups: dict[str, list[str]] | None = None
@@ -174,6 +190,7 @@ class K8sClient:
                 burst: int = DEFAULT_BURST) -> K8sClient:
         """A client for `server` (a URL), else a kubeconfig (`kubeconfig`, $KUBECONFIG, ~/.kube/config),
         else the in-cluster service account. Raises K8sUnavailable when none is configured."""
+        import yaml
         from kubernetes import client as k
         from kubernetes import config as kc
 
@@ -196,7 +213,7 @@ class K8sClient:
                         active = next((c for c in kc.list_kube_config_contexts(config_file=path)[0]
                                        if c["name"] == context), active)
                     namespace = (active or {}).get("context", {}).get("namespace")
-                except (kc.ConfigException, OSError, ValueError, TypeError) as e:
+                except (kc.ConfigException, OSError, ValueError, TypeError, yaml.YAMLError) as e:
                     raise K8sUnavailable(f"cannot load kubeconfig {path}: {e}") from None
                 source = f"kubeconfig {path}" + (f" (context {context})" if context else "")
             elif os.environ.get("KUBERNETES_SERVICE_HOST"):
@@ -233,6 +250,7 @@ class K8sClient:
 
         self.bucket.acquire()
         self.requests += 1
+        kwargs.setdefault("_request_timeout", self.timeout)
         try:
             return fn(*args, _preload_content=False, **kwargs)
         except ApiException as e:
@@ -244,6 +262,10 @@ class K8sClient:
                                           f"{first['msg']}") from None
         except Exception as e:
             if _is_connection_error(e):
+                if _is_timeout(e):
+                    raise K8sUnavailable(f"the Kubernetes API server at {self.server} did not answer within "
+                                         f"{self.timeout[1]:g} s ({what}); check --server/--kubeconfig and that the "
+                                         "cluster is up ($TOOLDOJO_K8S_REQUEST_TIMEOUT sets the wait)") from None
                 raise K8sUnavailable(f"cannot reach the Kubernetes API server at {self.server} ({what}): "
                                      f"{type(e).__name__}; check --server/--kubeconfig and that the cluster is up") from None
             raise
@@ -440,6 +462,14 @@ def _is_connection_error(e: BaseException) -> bool:
 
     return isinstance(e, (urllib3.exceptions.MaxRetryError, urllib3.exceptions.NewConnectionError,
                           urllib3.exceptions.ProtocolError, urllib3.exceptions.TimeoutError, ConnectionError))
+
+
+def _is_timeout(e: BaseException) -> bool:
+    import urllib3.exceptions
+
+    # MaxRetryError wraps the cause; NewConnectionError subclasses ConnectTimeoutError but is a refusal
+    return any(isinstance(x, urllib3.exceptions.TimeoutError) and not isinstance(x, urllib3.exceptions.NewConnectionError)
+               for x in (e, getattr(e, "reason", None)))
 
 
 def _api_error(e: Any, what: str, server: str) -> K8sError:

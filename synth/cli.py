@@ -9,6 +9,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sandboxes.cli import one_line_errors
+from sandboxes.cli_files import check_out_dir
+from sandboxes.cli_options import count_option, split_names, url_option
 
 app = typer.Typer(help="Synthesize tools from the seed zoo.", no_args_is_help=True)
 console = Console()
@@ -24,21 +26,21 @@ def _synth() -> None:
 @one_line_errors
 def tools_cmd(
     offline: bool = typer.Option(False, "--offline", help="rule-based evolution (no LLM)"),
-    n: int = typer.Option(2000, "--n", min=1, help="stop once this many distinct tools pass validation"),
+    n: int = count_option(2000, "--n", limit="items", min=1, help="stop once this many distinct tools pass validation"),
     out: str = typer.Option(..., "--out", help="directory to write zoo.json and rejected.jsonl into"),
-    seed: int = typer.Option(0, "--seed", help="seed of every random choice: same seed, same zoo"),
+    seed: int = count_option(0, "--seed", limit="seed", min=0, help="seed of every random choice: same seed, same zoo"),
     backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
-    sandboxes: int = typer.Option(4, "--sandboxes", min=1, help="sandboxes validating in parallel"),
-    base_url: str = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint for LLM evolution, e.g. http://127.0.0.1:8000/v1"),
+    sandboxes: int = count_option(4, "--sandboxes", limit="sandboxes", min=1, help="sandboxes validating in parallel"),
+    base_url: str = url_option(None, "--base-url", help="OpenAI-compatible endpoint for LLM evolution, e.g. http://127.0.0.1:8000/v1"),
     model: str = typer.Option(None, "--model", help="model name the --base-url endpoint serves"),
     api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="environment variable holding the API key"),
     categories: str = typer.Option(None, "--categories", help="LLM: comma-separated categories (default: all)"),
-    domains_per_category: int = typer.Option(1, "--domains-per-category", min=0, help="LLM: new domains per category"),
-    tools_per_domain: int = typer.Option(4, "--tools-per-domain", min=1, help="LLM: new tools per domain"),
-    repairs: int = typer.Option(2, "--repairs", min=0, help="LLM: repair rounds for a failing domain or tool"),
+    domains_per_category: int = count_option(1, "--domains-per-category", limit="rounds", min=0, help="LLM: new domains per category"),
+    tools_per_domain: int = count_option(4, "--tools-per-domain", limit="rounds", min=1, help="LLM: new tools per domain"),
+    repairs: int = count_option(2, "--repairs", limit="rounds", min=0, help="LLM: repair rounds for a failing domain or tool"),
     extend: str = typer.Option(None, "--extend", help="LLM: comma-separated seed domains to add tools to"),
-    max_tokens: int = typer.Option(None, "--max-tokens", min=16, help="LLM: cap on tokens per answer"),
-    concurrency: int = typer.Option(8, "--concurrency", min=1, help="LLM: requests in flight"),
+    max_tokens: int = count_option(None, "--max-tokens", limit="tokens", min=16, help="LLM: cap on tokens per answer"),
+    concurrency: int = count_option(8, "--concurrency", limit="concurrency", min=1, help="LLM: requests in flight"),
 ) -> None:
     """Evolve the seed zoo: --offline with rule-based operators (add_parameter, add_constraint,
     change_representation, specialise, compose) until N distinct tools pass sandboxed validation, or with
@@ -51,6 +53,7 @@ def tools_cmd(
 
     if backend not in ("auto", "docker", "local"):
         raise ValueError(f"unknown backend {backend!r}: use auto, docker or local")
+    check_out_dir(out)
     if not offline:
         if not base_url:
             raise ValueError("LLM evolution needs an LLM endpoint: pass --base-url URL --model M "
@@ -101,18 +104,19 @@ def tools_cmd(
 @app.command("tasks")
 @one_line_errors
 def tasks_cmd(
-    n: int = typer.Option(..., "--n", min=1, help="how many replay-validated tasks to write"),
+    n: int = count_option(..., "--n", limit="items", min=1, help="how many replay-validated tasks to write"),
     out: str = typer.Option(..., "--out", help="directory for tasks.jsonl, the dataset (hf/, tasks.parquet), summary.json"),
-    seed: int = typer.Option(0, "--seed", help="seed of every random choice: same seed, same tasks"),
+    seed: int = count_option(0, "--seed", limit="seed", min=0, help="seed of every random choice: same seed, same tasks"),
     domains: str = typer.Option(None, "--domains", help="comma-separated seed domains (default: all)"),
     backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
-    sandboxes: int = typer.Option(4, "--sandboxes", min=1, help="sandboxes working in parallel"),
+    sandboxes: int = count_option(4, "--sandboxes", limit="sandboxes", min=1, help="sandboxes working in parallel"),
 ) -> None:
     """Synthesize verifiable tasks (APIGen-MT blueprints: instruction, gold actions, expected outputs),
     each validated by replaying its gold actions twice in fresh sandboxes."""
     from synth.tasks import export_tasks, synthesize_tasks
 
-    names = [d.strip() for d in domains.split(",") if d.strip()] if domains else None
+    names = split_names(domains, "--domains")
+    check_out_dir(out)
     with Progress(TextColumn("[bold]tasks[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err_console, transient=False) as bar:
         bars: dict[str, int] = {}
@@ -142,11 +146,11 @@ def trajectories_cmd(
     out: str = typer.Option(..., "--out", help="directory for trajectories.jsonl and the TRL dataset (sft/)"),
     agent: str = typer.Option("scripted", "--agent", help="scripted (replays the gold actions) | endpoint"),
     user: str = typer.Option("scripted", "--user", help="scripted | llm"),
-    base_url: str = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint for --agent endpoint / --user llm"),
+    base_url: str = url_option(None, "--base-url", help="OpenAI-compatible endpoint for --agent endpoint / --user llm"),
     model: str = typer.Option(None, "--model", help="model name at --base-url"),
-    concurrency: int = typer.Option(8, "--concurrency", min=1, help="episodes (and sandboxes) at a time"),
+    concurrency: int = count_option(8, "--concurrency", limit="concurrency", min=1, help="episodes (and sandboxes) at a time"),
     backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
-    best_of_n: int = typer.Option(1, "--best-of-n", min=1, help="LLM user: candidates per reply"),
+    best_of_n: int = count_option(1, "--best-of-n", limit="candidates", min=1, help="LLM user: candidates per reply"),
     critique: bool = typer.Option(False, "--critique", help="LLM user: pick among candidates with a self-critique"),
 ) -> None:
     """Run every task once (agent + user simulator + sandboxed tools); write trajectories.jsonl and a
@@ -162,6 +166,7 @@ def trajectories_cmd(
     if backend not in ("auto", "docker", "local"):
         raise ValueError(f"unknown backend {backend!r}: use auto, docker or local")
     task_list = load_tasks(tasks)
+    check_out_dir(out)
     start = time.perf_counter()
     trajs, report = anyio.run(lambda: generate(
         task_list, out, agent=agent, user=user, base_url=base_url, model=model, concurrency=concurrency,
@@ -186,11 +191,11 @@ def behaviours_cmd(
                                   "subgoal | verification | backtracking | backward_chaining"),
     out: str = typer.Option(..., "--out", help="directory for trajectories.jsonl, the TRL dataset (sft/), summary.json"),
     mode: str = typer.Option("procedural", "--mode", help="procedural (templated, offline) | llm (an endpoint as agent)"),
-    base_url: str = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint for --mode llm"),
+    base_url: str = url_option(None, "--base-url", help="OpenAI-compatible endpoint for --mode llm"),
     model: str = typer.Option(None, "--model", help="model name at --base-url"),
     system_prompt: str = typer.Option("brief", "--system-prompt", help="the system prompt the traces carry: brief | policy"),
-    seed: int = typer.Option(0, "--seed", help="seed of the per-trace behaviour draws"),
-    concurrency: int = typer.Option(8, "--concurrency", min=1, help="episodes (and sandboxes) at a time"),
+    seed: int = count_option(0, "--seed", limit="seed", min=0, help="seed of the per-trace behaviour draws"),
+    concurrency: int = count_option(8, "--concurrency", limit="concurrency", min=1, help="episodes (and sandboxes) at a time"),
     backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
 ) -> None:
     """Priming traces with (or without) cognitive behaviours (Gandhi et al. 2025): one real episode per
@@ -210,8 +215,7 @@ def behaviours_cmd(
     if mode == "llm" and not (base_url and model):
         raise ValueError("--mode llm needs --base-url and --model")
     task_list = load_tasks(tasks)
-    if not task_list:
-        raise ValueError(f"no tasks in {tasks}")
+    check_out_dir(out)
 
     async def run():  # -> TraceSet
         client = None

@@ -32,12 +32,15 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from sandboxes.cli_options import split_names
+from toolzoo.categories import CATEGORIES
 from toolzoo.evolve import dedup_key
 from toolzoo.spec import Domain, ToolSpec, Zoo
 from toolzoo.validate import ValidationReport, Validator
@@ -185,8 +188,12 @@ def run_cli(*, base_url: str, model: str, api_key_env: str, out: str, seed: int,
     console, err = Console(), Console(stderr=True)
     if not model:
         raise ValueError("--base-url needs --model (the model name the endpoint serves)")
-    cats = [c.strip() for c in categories.split(",") if c.strip()] if categories else None
-    ext = [d.strip() for d in extend.split(",") if d.strip()] if extend else []
+    cats = split_names(categories, "--categories")
+    ext = split_names(extend, "--extend") or []
+    for c in cats or []:
+        if not re.fullmatch(r"[a-z][a-z0-9_]{0,63}", c):
+            raise ValueError(f"--categories {c!r}: a category is a snake_case name (known: "
+                             f"{', '.join(c.name for c in CATEGORIES)}; another name asks for a new category)")
     zoo = seed_zoo()
     for d in ext:
         zoo.domain(d)  # unknown names fail here, with the known ones listed

@@ -51,6 +51,7 @@ from typing import Any
 
 import anyio
 
+from sandboxes.cli_files import read_jsonl
 from synth.task_gold import (CALL_TRIES, Binding, PlanFailed, Step, bindings_of, describe, draw_args, origin,
                              pick_outputs, prune_steps, run_plan)
 from synth.task_graph import DomainContext, TaskArgSampler, build_context, build_graph, plan_tools, _weighted
@@ -394,4 +395,4 @@ def load_tasks(path: str | Path) -> list[Task]:
     f = p / "tasks.jsonl" if p.is_dir() else p
     if not f.exists():
         raise FileNotFoundError(f"no tasks at {path}: expected {f} (written by `dojo synth tasks`)")
-    return [Task.model_validate_json(line) for line in f.read_text().splitlines() if line.strip()]
+    return read_jsonl(f, Task.model_validate_json, "tasks")

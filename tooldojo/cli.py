@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from evals.cli import app as eval_app
@@ -35,4 +37,8 @@ app.add_typer(jobs_app, name="jobs")
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except KeyboardInterrupt:  # Ctrl-C while the commands are still being built (inside one, one_line_errors says it)
+        print("interrupted", file=sys.stderr)
+        raise SystemExit(130) from None

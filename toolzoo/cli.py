@@ -11,6 +11,8 @@ from rich.console import Console
 from rich.table import Table
 
 from sandboxes.cli import one_line_errors
+from sandboxes.cli_files import check_out_dir
+from sandboxes.cli_options import count_option, port_option, timeout_option, url_option
 
 app = typer.Typer(help="The tool zoo.", no_args_is_help=True)
 console = Console()
@@ -26,21 +28,25 @@ EnvOpt = typer.Option(None, "--env", metavar="NAME[=VALUE]", help="environment v
 @one_line_errors
 def import_mcp(
     command: str = typer.Option(None, "--command", help='stdio server command line, e.g. "npx -y @scope/server"'),
-    url: str = typer.Option(None, "--url", help="streamable-HTTP endpoint, e.g. http://127.0.0.1:8765/mcp"),
+    url: str = url_option(None, "--url", help="streamable-HTTP endpoint, e.g. http://127.0.0.1:8765/mcp"),
     out: str = typer.Option(..., "--out", help="directory to write the zoo (zoo.json) into"),
     name: str = typer.Option("", "--name", help="domain name for the tools (default: from the server's name)"),
     token: str = typer.Option(None, "--token", help="bearer token sent to the --url server (never stored)"),
     env: list[str] = EnvOpt,
-    timeout: float = typer.Option(30.0, help="seconds to wait for the server"),
+    timeout: float = timeout_option(30.0, "--timeout", help="seconds to wait for the server"),
 ) -> None:
     """List a real MCP server's tools and save them as a zoo (in `external`)."""
     import anyio
 
-    from toolzoo.mcp import import_mcp_tools
+    from toolzoo.mcp import domain_slug, import_mcp_tools
     from toolzoo.spec import McpSource, Zoo
 
     if (command is None) == (url is None):
         raise ValueError("give exactly one of --command or --url")
+    if name and name != domain_slug(name):
+        raise ValueError(f"--name {name!r}: a domain name is lowercase letters, digits and _ (e.g. "
+                         f"{domain_slug(name) or 'my_server'!r})")
+    check_out_dir(out)
     if env and command is None:
         raise ValueError("--env is for a --command (stdio) server; an HTTP server has its own environment")
     if command is not None:
@@ -93,7 +99,7 @@ def call_cmd(
     tool: str = typer.Argument(..., help="the tool's name as the model sees it (an MCP tool's server name works too)"),
     args: str = typer.Option("{}", "--args", help="the arguments, a JSON object"),
     backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend for zoo tools: auto | docker | local"),
-    seed: int = typer.Option(0, "--seed", help="seed of the domain's initial state (zoo tools)"),
+    seed: int = count_option(0, "--seed", limit="seed", min=0, help="seed of the domain's initial state (zoo tools)"),
     token: str = typer.Option(None, "--token", help="bearer token sent to an HTTP MCP server (never stored)"),
 ) -> None:
     """Call one tool of a zoo, as an episode would: zoo tools in a sandbox (from the seeded state), MCP tools
@@ -133,10 +139,10 @@ def serve_mcp(
     domain: str = typer.Argument(..., help="a zoo domain, e.g. retail_orders"),
     http: bool = typer.Option(False, "--http/--stdio", help="serve streamable HTTP at http://HOST:PORT/mcp, or stdio"),
     host: str = typer.Option("127.0.0.1", "--host", help="HTTP bind address; anything but loopback needs --token"),
-    port: int = typer.Option(8765, "--port", help="HTTP port (0: any free port, printed at start)"),
+    port: int = port_option(8765, "--port", any_free=True, help="HTTP port (0: any free port, printed at start)"),
     token: str = typer.Option(None, "--token", envvar="TOOLDOJO_MCP_TOKEN", show_envvar=True,
                               help="require `Authorization: Bearer <token>` on every HTTP request"),
-    seed: int = typer.Option(0, "--seed", help="seed of the domain's initial state"),
+    seed: int = count_option(0, "--seed", limit="seed", min=0, help="seed of the domain's initial state"),
     backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
 ) -> None:
     """Serve a zoo domain as an MCP server; its tools run in a sandbox."""
@@ -207,7 +213,7 @@ def export_cmd(
     from toolzoo.export import export_dataset
 
     zoo = _zoo_at(zoo_dir)
-    path = export_dataset(zoo, Path(out))
+    path = export_dataset(zoo, check_out_dir(out))
     console.print(f"exported {len(zoo.tools)} tools, {len(zoo.domains)} domains to {path}", highlight=False)
 
 
@@ -216,7 +222,7 @@ def export_cmd(
 def validate_cmd(
     zoo_dir: str = typer.Argument(..., metavar="DIR", help="a saved zoo (zoo.json), or `seed`"),
     backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
-    sandboxes: int = typer.Option(4, "--sandboxes", min=1, help="sandboxes validating in parallel"),
+    sandboxes: int = count_option(4, "--sandboxes", limit="sandboxes", min=1, help="sandboxes validating in parallel"),
     json_out: bool = typer.Option(False, "--json", help="print the report as one JSON object"),
 ) -> None:
     """Check every tool: spec, then sample valid and invalid calls in sandboxes. Exits 1 if any fails."""

@@ -7,7 +7,9 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from sandboxes.cli_files import read_text, validation_reason
 
 Provenance = Literal["seed", "evolved", "mcp", "llm"]
 Effect = Literal["read", "write"]
@@ -206,6 +208,8 @@ class Domain(BaseModel):
 class Zoo(BaseModel):
     """A set of domains (with their tools) plus tools that live outside a domain (MCP)."""
 
+    model_config = ConfigDict(extra="forbid")  # a misspelt key ("extrnal") must not load as an empty zoo
+
     categories: list[Category] = Field(default_factory=list)
     domains: list[Domain] = Field(default_factory=list)
     external: list[ToolSpec] = Field(default_factory=list)
@@ -239,4 +243,7 @@ class Zoo(BaseModel):
         f = p / "zoo.json" if p.is_dir() else p
         if not f.exists():
             raise SpecError(f"no zoo at {path}: expected {f} (written by `dojo synth tools` or Zoo.save)")
-        return cls.model_validate_json(f.read_text())
+        try:
+            return cls.model_validate_json(read_text(f, "zoo"))
+        except ValidationError as e:
+            raise SpecError(f"{f}: {validation_reason(e)}") from None

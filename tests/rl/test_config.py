@@ -237,9 +237,17 @@ def test_to_grpo_config_maps_fields(tmp_path):
 
 
 def test_to_grpo_config_turns_trl_rejections_into_config_errors(tmp_path):
-    cfg = load_config(EXAMPLE, [f"run.output_dir={tmp_path}", "grpo.num_generations=3"])
+    cfg = load_config(EXAMPLE, [f"run.output_dir={tmp_path}"])
+    bad = cfg.model_copy(update={"grpo": cfg.grpo.model_copy(update={"num_generations": 3})})
     with pytest.raises(ConfigError, match="divisible by num_generations"):
-        to_grpo_config(cfg)
+        to_grpo_config(bad)
+
+
+def test_load_config_checks_whole_groups_before_trl(tmp_path):
+    """Issue 22: TRL's whole-group rule fails in load_config, before a run dir or a task exists."""
+    with pytest.raises(ConfigError, match="must hold whole groups of num_generations") as e:
+        load_config(EXAMPLE, [f"run.output_dir={tmp_path}", "grpo.num_generations=3"])
+    assert e.value.field == "grpo.num_generations"
 
 
 def test_tiny_head_sizes_match_rl_tiny():

@@ -1,0 +1,273 @@
+"""Bad input to every sub-command (issue 22, second probe): a usage error (exit 2) or one `error:` line
+naming the culprit (exit 1, or 2 where the command uses 2), no traceback, nothing written.
+
+Most cases run in-process through the CLI's test runner; a hung server and SIGTERM need a real process.
+Every numeric option of every command must have an upper bound (`sandboxes.cli_options`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import typer.main
+from typer.testing import CliRunner
+
+from tooldojo.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+TRAIN = str(ROOT / "examples" / "train_tiny.yaml")
+SUBMIT = str(ROOT / "examples" / "k8s" / "train_job.yaml")
+GOOD_TASK = (ROOT / "examples" / "evals" / "personal" / "tasks.jsonl").read_text().splitlines()[0]
+HUGE = "99999999999999999999"
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app, list(args), env={"COLUMNS": "300"})
+
+
+def flat(text: str) -> str:
+    """The text without rich's panel borders, on one line."""
+    return " ".join(re.sub(r"[│╭╮╰╯─]", " ", text).split())
+
+
+def assert_usage_error(r, needle: str) -> None:
+    assert r.exit_code == 2, (r.exit_code, r.stdout, r.stderr, r.exception)
+    assert "Traceback" not in r.stderr and needle in flat(r.stderr), r.stderr
+
+
+def assert_one_line_error(r, needle: str, code: int = 1) -> None:
+    assert r.exit_code == code, (r.exit_code, r.stdout, r.stderr, r.exception)
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert "Traceback" not in r.stderr and len(lines) == 1, r.stderr
+    assert lines[0].startswith("error:") and needle in lines[0], lines[0]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict[str, str]:
+    d = tmp_path_factory.mktemp("bad")
+    made = {
+        "broken.yaml": "a: [b\n",
+        "latin1.yaml": b"model: caf\xe9\n",
+        "empty/tasks.jsonl": "",
+        "empty/trajectories.jsonl": "",
+        "one/tasks.jsonl": GOOD_TASK + "\n",
+        "truncated/tasks.jsonl": "\n" + GOOD_TASK[:700] + "\n",
+        "yaml_tasks.jsonl": "id: t1\ninstruction: cancel O-1000\n",
+        "latin1_traj.jsonl": b'{"messages": []}\n{"messages": [{"content": "caf\xe9"}]}\n',
+        "typo_zoo/zoo.json": json.dumps({"extrnal": []}),
+        "history/s/v1/m/r1/run.json": '{"run_id": "r1"',
+        "a_file": "not a folder\n",
+    }
+    for name, content in made.items():
+        p = d / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return {k.split("/")[0].split(".")[0]: str(d / k.split("/")[0]) for k in made} | {"dir": str(d)}
+
+
+# (id, args with {placeholders} from `files`, needle in the usage error)
+USAGE = [
+    ("zoo-validate-sandboxes", ["zoo", "validate", "seed", "--sandboxes", HUGE], "--sandboxes"),
+    ("filter-sandboxes", ["synth", "filter", "--tasks", "{one}", "--trajectories", "{empty}", "--out", "{dir}/o",
+                          "--sandboxes", HUGE], "--sandboxes"),
+    ("tasks-n", ["synth", "tasks", "--n", HUGE, "--out", "{dir}/o"], "--n"),
+    ("trajectories-concurrency", ["synth", "trajectories", "--tasks", "{one}", "--out", "{dir}/o", "--concurrency",
+                                  HUGE], "--concurrency"),
+    ("eval-repeat", ["eval", "run", "{broken}", "-m", "x", "--repeat", HUGE], "--repeat"),
+    ("serve-mcp-port-high", ["zoo", "serve-mcp", "retail_orders", "--http", "--port", "99999999"], "--port"),
+    ("serve-mcp-port-negative", ["zoo", "serve-mcp", "retail_orders", "--http", "--port", "-5"], "--port"),
+    ("import-mcp-timeout-0", ["zoo", "import-mcp", "--url", "http://127.0.0.1:9/mcp", "--out", "{dir}/o",
+                              "--timeout", "0"], "--timeout"),
+    ("import-mcp-timeout-negative", ["zoo", "import-mcp", "--url", "http://127.0.0.1:9/mcp", "--out", "{dir}/o",
+                                     "--timeout", "-1"], "--timeout"),
+    ("import-mcp-timeout-nan", ["zoo", "import-mcp", "--url", "http://127.0.0.1:9/mcp", "--out", "{dir}/o",
+                                "--timeout", "nan"], "--timeout"),
+    ("exec-timeout-inf", ["sandbox", "exec", "true", "--timeout", "inf"], "--timeout"),
+    ("eval-temperature", ["eval", "run", "{broken}", "-m", "x", "--temperature", "1e308"], "--temperature"),
+    ("k8s-version-abc", ["submit", SUBMIT, "--dry-run", "--k8s-version", "abc"], "is not MAJOR.MINOR"),
+    ("k8s-version-future", ["submit", SUBMIT, "--dry-run", "--k8s-version", "9.99"], "no schemas for Kubernetes 9.99"),
+    ("tools-base-url", ["synth", "tools", "--base-url", "notaurl", "--model", "m", "--out", "{dir}/o"], "--base-url"),
+    ("jobs-server", ["jobs", "list", "--server", "notaurl"], "--server"),
+    ("judge-url", ["rewards", "agreement", "--tasks", "{one}", "--trajectories", "{empty}", "--judge-base-url",
+                   "127.0.0.1:9/v1", "--judge-model", "m"], "--judge-base-url"),
+]
+
+
+@pytest.mark.parametrize("args,needle", [c[1:] for c in USAGE], ids=[c[0] for c in USAGE])
+def test_usage_errors(files, args, needle):
+    r = invoke(*(a.format(**files) for a in args))
+    assert_usage_error(r, needle)
+    assert not Path(files["dir"], "o").exists()
+
+
+# (id, args, needle in the one error line, exit code)
+ERRORS = [
+    ("filter-config-yaml", ["synth", "filter", "--tasks", "{one}", "--trajectories", "{one}/tasks.jsonl",
+                            "--out", "{dir}/o", "--config", "{broken}"], "broken.yaml is not valid YAML: line 2", 1),
+    ("submit-kubeconfig-yaml", ["submit", SUBMIT, "--kubeconfig", "{broken}"], "cannot load kubeconfig", 1),
+    ("trajectories-no-tasks", ["synth", "trajectories", "--tasks", "{empty}", "--out", "{dir}/o"],
+     "no tasks in {empty}/tasks.jsonl", 1),
+    ("filter-no-trajectories", ["synth", "filter", "--tasks", "{one}", "--trajectories", "{empty}", "--out",
+                                "{dir}/o"], "no trajectories in {empty}/trajectories.jsonl", 1),
+    ("zoo-unknown-key", ["zoo", "validate", "{typo_zoo}"], "extrnal", 1),
+    ("train-latin1", ["train", "{latin1}"], "latin1.yaml is not UTF-8 text", 2),
+    ("demo-latin1", ["demo", "{latin1}"], "latin1.yaml is not UTF-8 text", 2),
+    ("submit-latin1", ["submit", "{latin1}", "--dry-run"], "latin1.yaml is not UTF-8 text", 1),
+    ("filter-config-latin1", ["synth", "filter", "--tasks", "{one}", "--trajectories", "{one}/tasks.jsonl",
+                              "--out", "{dir}/o", "--config", "{latin1}"], "latin1.yaml is not UTF-8 text", 1),
+    ("rl-behaviours-latin1", ["rl", "behaviours", "{latin1_traj}"],
+     "latin1_traj.jsonl is not UTF-8 text: byte 0xe9 on line 2", 1),
+    ("tasks-truncated", ["synth", "trajectories", "--tasks", "{truncated}", "--out", "{dir}/o"],
+     "{truncated}/tasks.jsonl:2: Invalid JSON", 1),
+    ("tasks-yaml", ["synth", "trajectories", "--tasks", "{yaml_tasks}", "--out", "{dir}/o"],
+     "yaml_tasks.jsonl:1: Invalid JSON", 1),
+    ("train-whole-groups", ["train", TRAIN, f"grpo.num_generations={HUGE}", "run.output_dir={dir}/o"],
+     "grpo.num_generations", 2),
+    ("train-synthesize-huge", ["train", TRAIN, f"data.synthesize={HUGE}", "run.output_dir={dir}/o"],
+     "data.synthesize: Input should be less than or equal to", 2),
+    ("train-unknown-domain", ["train", TRAIN, "data.domains=[nope]", "run.output_dir={dir}/o"],
+     "data.domains: unknown domain(s) nope", 2),
+    ("train-missing-tasks", ["train", TRAIN, "data.tasks={dir}/nowhere", "run.output_dir={dir}/o"],
+     "data.tasks: no tasks at", 2),
+    ("train-empty-tasks", ["train", TRAIN, "data.tasks={empty}", "run.output_dir={dir}/o"],
+     "data.tasks: no tasks in {empty}/tasks.jsonl", 2),
+    ("import-mcp-name", ["zoo", "import-mcp", "--url", "http://127.0.0.1:9/mcp", "--out", "{dir}/o", "--name",
+                         "x ✓/../y"], "--name 'x ✓/../y'", 1),
+    ("tools-categories", ["synth", "tools", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--out",
+                          "{dir}/o", "--categories", "../etc"], "--categories '../etc'", 1),
+    ("tasks-domains-comma", ["synth", "tasks", "--n", "1", "--out", "{dir}/o", "--domains", ","],
+     "--domains ',' names nothing", 1),
+    ("tasks-out-under-a-file", ["synth", "tasks", "--n", "1", "--out", "{a_file}/o"], "is a file, not a folder", 1),
+    ("eval-runs-missing-history", ["eval", "runs", "--history", "{dir}/nowhere"], "no eval history at", 1),
+    ("eval-runs-corrupt-run", ["eval", "runs", "--history", "{history}"], "run.json does not load", 1),
+]
+
+
+@pytest.mark.parametrize("args,needle,code", [c[1:] for c in ERRORS], ids=[c[0] for c in ERRORS])
+def test_one_line_errors(files, args, needle, code):
+    r = invoke(*(a.format(**files) for a in args))
+    assert_one_line_error(r, needle.format(**files), code)
+    assert not Path(files["dir"], "o").exists()
+
+
+def _numeric_options():
+    def walk(cmd, path):
+        for name, sub in (getattr(cmd, "commands", None) or {}).items():
+            yield from walk(sub, [*path, name])
+        for p in getattr(cmd, "params", []):
+            ann = getattr(getattr(p, "type_descriptor", None), "annotation", None)
+            if ann in (int, float) and not getattr(p, "is_flag", False):
+                yield " ".join(path), p
+
+    return list(walk(typer.main.get_command(app), []))
+
+
+def test_every_numeric_option_is_bounded():
+    options = _numeric_options()
+    assert len(options) > 30  # the walk sees the commands
+    unbounded = [f"{cmd} {p.opts[0]}" for cmd, p in options if p.max is None]
+    assert not unbounded, f"numeric options without an upper bound (use sandboxes.cli_options): {unbounded}"
+
+
+# ------------------------------------------------------------------ real processes
+def _dojo(*args: str, **kw) -> subprocess.Popen:
+    env = {**os.environ, "COLUMNS": "300", "PYTHONPATH": str(ROOT), **kw.pop("env", {})}
+    return subprocess.Popen([sys.executable, "-m", "tooldojo", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, **kw)
+
+
+def test_a_server_that_never_answers_is_a_one_line_error():
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:  # accept every connection and never answer
+        srv.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(srv.accept()[0])
+            except OSError:
+                continue
+
+    t = threading.Thread(target=accept)
+    t.start()
+    try:
+        p = _dojo("jobs", "list", "--server", f"http://127.0.0.1:{srv.getsockname()[1]}",
+                  env={"TOOLDOJO_K8S_REQUEST_TIMEOUT": "1"})
+        out, err = p.communicate(timeout=60)
+    finally:
+        stop.set()
+        t.join()
+        for c in held:
+            c.close()
+        srv.close()
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert p.returncode == 1 and len(lines) == 1 and "Traceback" not in err, err
+    assert "did not answer within 1 s" in lines[0], lines[0]
+
+
+SIGTERM_SCRIPT = textwrap.dedent("""
+    import sys, time, types
+    from pathlib import Path
+
+    def train(cfg, *, run_dir, resume_from=None):
+        (Path(run_dir) / "started").write_text("")
+        time.sleep(120)
+
+    sys.modules["rl.trainer"] = types.SimpleNamespace(train=train)
+    from tooldojo.cli import main
+    sys.argv = ["dojo", "train", *sys.argv[1:]]
+    main()
+""")
+
+
+def test_sigterm_records_an_interrupted_run(tmp_path):
+    """A test double trains (sleeps): what matters is what `dojo train` does with SIGTERM around it."""
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "300"}
+    p = subprocess.Popen([sys.executable, "-c", SIGTERM_SCRIPT, TRAIN, f"run.output_dir={run_dir}",
+                          "data.synthesize=2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not (run_dir / "started").exists():
+            assert p.poll() is None and time.monotonic() < deadline, p.communicate()
+            time.sleep(0.2)
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["status"] == "interrupted" and record["end_time"], record
+    assert p.returncode == 130 and "Traceback" not in err, err
+
+
+def test_ctrl_c_before_a_command_runs_is_one_line(monkeypatch, capsys):
+    """SIGINT while the commands are still being built (before one_line_errors is in charge)."""
+    import tooldojo.cli
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tooldojo.cli, "app", interrupted)
+    try:
+        tooldojo.cli.main()
+    except KeyboardInterrupt:
+        pytest.fail("KeyboardInterrupt escaped dojo's main() (a traceback for the user)")
+    except SystemExit as e:
+        assert e.code == 130 and capsys.readouterr().err == "interrupted\n"
+    else:
+        pytest.fail("main() returned after an interrupt")
