@@ -148,12 +148,13 @@ def filter_cmd(
     check_out_dir(out)
     client = judge_client(judge_base_url, judge_model, judge_api_key_env, judge_cache_dir)
 
-    async def run():
-        judge = None
-        if client is not None:
-            from rewards.judge import RubricJudge
+    judge = None
+    if client is not None:
+        from rewards.judge import RubricJudge
 
-            judge = RubricJudge(client, threshold=threshold)
+        judge = RubricJudge(client, threshold=threshold)
+
+    async def run():
         try:
             async with _pool(backend, sandboxes) as pool:
                 return await filter_trajectories(task_list, trajs, pool=pool, config=reward_cfg, judge=judge,
@@ -164,6 +165,8 @@ def filter_cmd(
                 await client.aclose()
 
     report = anyio.run(run)
+    if judge is not None:
+        check_endpoint("the judge", judge_base_url, judge.stats["llm_requests"], judge.stats["llm_errors"], judge.last_error)
     if as_json:  # stdout is the JSON alone
         from datasets.utils.logging import disable_progress_bar
 

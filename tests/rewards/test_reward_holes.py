@@ -201,6 +201,14 @@ async def test_agreement_names_an_unreachable_judge_and_exits_non_zero(pool, foo
     ok = await anyio_to_thread(lambda: CliRunner().invoke(app, [*args, "--judge-base-url", fooled.base_url]))
     assert ok.exit_code == 0 and "precision" in ok.output and "warning" not in ok.output, ok.output
 
+    # `synth filter` with a dead judge: the same one line, and no dataset written from unjudged scores.
+    filt = ["synth", "filter", "--tasks", str(tmp_path / "tasks.jsonl"), "--trajectories", str(tmp_path / "trajs.jsonl"),
+            "--out", str(tmp_path / "kept"), "--judge-model", "m", "--backend", "docker", "--sandboxes", "1"]
+    r = await anyio_to_thread(lambda: CliRunner().invoke(app, [*filt, "--judge-base-url", dead]))
+    assert r.exit_code == 1, r.output
+    assert f"the judge at {dead} failed on every call" in r.output and "Traceback" not in r.output
+    assert not (tmp_path / "kept" / "scores.jsonl").exists()
+
 
 async def anyio_to_thread(fn):
     """The CLI runs its own event loop: call it from a worker thread, not from this test's loop."""
