@@ -247,7 +247,9 @@ def bwrap_argv(cfg: SandboxConfig, server_cfg: dict) -> list[str]:
     argv = ["bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if not hard.network:
         argv.append("--unshare-net")
-    argv += ["--die-with-parent", "--new-session", "--hostname", "sandbox", "--clearenv"]
+    # --as-pid-1: the tool server itself is PID 1, with no bwrap reaper beside it holding copies of
+    # its stdin and stdout (a dumpable process any command could open them through /proc/1/fd).
+    argv += ["--as-pid-1", "--die-with-parent", "--new-session", "--hostname", "sandbox", "--clearenv"]
     for k, v in server_cfg["env"].items():
         argv += ["--setenv", k, v]
     argv += ["--ro-bind", str(src / "usr"), "/usr"]
