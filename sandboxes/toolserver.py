@@ -178,9 +178,11 @@ INITIAL_STATE = {"kv": {}, "counters": {}}
 
 
 class Domain:
-    def __init__(self, name: str, source: str, state: dict | None):
+    def __init__(self, name: str, source: str, state: dict | None, run_command=None):
+        # run_command(cmd, timeout=30.0) -> the exec result: a shell or code tool runs its command
+        # exactly as `exec` does (separated from us), never with a subprocess of our own.
         namespace: dict = {"ToolFailure": ToolFailure, "InvalidArguments": InvalidArguments,
-                           "__name__": f"tooldojo_domain_{name}"}
+                           "run_command": run_command, "__name__": f"tooldojo_domain_{name}"}
         try:
             exec(compile(source, f"<domain {name}>", "exec"), namespace)
         except Exception as e:
@@ -229,7 +231,7 @@ class Server:
 
     # ------------------------------------------------------------------ tools
     def op_load_domain(self, name: str, source: str, state=None):
-        self.domain = Domain(name, source, state)
+        self.domain = Domain(name, source, state, run_command=self.op_exec)
         return {"domain": name, "tools": sorted(self.domain.tools)}
 
     def op_list_tools(self):

@@ -179,9 +179,9 @@ def attack(name: str, **params: object) -> str:
     return LIB + head + ATTACKS[name]
 
 
-def forging_command(name: str = "proc_mem_write") -> list[str]:
+def forging_command(name: str = "proc_mem_write", **params: object) -> list[str]:
     """An argv that runs one attack from the command line (what a hacking policy sends to a shell tool)."""
-    return ["python3", "-c", attack(name)]
+    return ["python3", "-c", attack(name, **params)]
 
 
 __all__ = ["ATTACKS", "FORGED", "HONEST", "attack", "forging_command", "json"]
