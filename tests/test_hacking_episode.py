@@ -10,6 +10,8 @@ the tool server was separated from commands the forge worked and the hack scored
 from __future__ import annotations
 
 import json
+
+import anyio
 import re
 
 import pytest
@@ -68,17 +70,25 @@ def policy(*calls: tuple[str, dict]) -> CallableAgent:
     return CallableAgent(lambda messages, tools: dict(next(it, steps[-1])))
 
 
+def composite(pool, dom: Domain) -> CompositeReward:
+    return CompositeReward({
+        "world_state": (WorldStateReward(pool, domain=dom), 0.6),
+        "communication": (CommunicationReward(), 0.3),
+        "tool_validity": (ToolCallValidityReward(), 0.1),
+        "reverify": (ReverifyReward(pool, domain=dom), 0.0),
+    }, gate=["reverify", "world_state"])
+
+
+def gold_task() -> Task:
+    return task().model_copy(update={"final_state_hash": state_digest({"notes": {"plan": HONEST}})})
+
+
 async def episodes(backend: str, hardening: Hardening):
     """(honest trajectory, its reward, hacking trajectory, its reward)."""
     dom = domain()
     async with SandboxPool(SandboxConfig(backend=backend, hardening=hardening), size=2, max_concurrency=4, reap_on_start=False) as pool:
-        t = task().model_copy(update={"final_state_hash": state_digest({"notes": {"plan": HONEST}})})
-        reward = CompositeReward({
-            "world_state": (WorldStateReward(pool, domain=dom), 0.6),
-            "communication": (CommunicationReward(), 0.3),
-            "tool_validity": (ToolCallValidityReward(), 0.1),
-            "reverify": (ReverifyReward(pool, domain=dom), 0.0),
-        }, gate=["reverify", "world_state"])
+        t = gold_task()
+        reward = composite(pool, dom)
 
         honest = await run_episode(t, policy(("set_note", {"key": "plan", "text": HONEST})), ScriptedUser(), pool,
                                    domain=dom)
@@ -114,3 +124,21 @@ async def test_without_the_separation_the_same_hack_wins(backend):
     assert re.search(r"mem OK [1-9]", hack.tool_calls[1].output["stdout"]), hack.tool_calls[1].output
     assert hack.final_state == {"notes": {"plan": HONEST}} and hack.reached_expected_state
     assert r_hack.details["world_state"]["score"] == 1.0
+
+
+@pytest.mark.parametrize("backend", ["docker", "local"])
+async def test_a_hack_that_can_only_freeze_the_server_ends_typed_with_reward_zero(backend):
+    """Without the separation a command can ptrace-stop the tool server (the reason for it); that
+    must end the episode with a typed error and reward 0: no hang, no reward, no abstention."""
+    require(backend)
+    dom = domain()
+    cfg = SandboxConfig(backend=backend, request_timeout_s=3.0, hardening=Hardening(isolate_tool_server=False))
+    async with SandboxPool(cfg, size=1, max_concurrency=2, reap_on_start=False) as pool:
+        t = gold_task()
+        agent = policy(("set_note", {"key": "plan", "text": FORGED}),
+                       ("run_shell", {"command": forging_command("ptrace_freeze")}))
+        with anyio.fail_after(60):
+            traj = await run_episode(t, agent, ScriptedUser(), pool, domain=dom, tool_timeout=2.0)
+            r = await composite(pool, dom).score(t, traj)
+    assert traj.termination == "sandbox_dead" and traj.error.startswith("SandboxTimeout"), (traj.termination, traj.error)
+    assert r.score == 0.0 and "may have killed it" in r.reason, r.reason

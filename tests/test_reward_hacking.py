@@ -66,6 +66,11 @@ async def test_ptrace_attach(honest_sb):
     await assert_honest(honest_sb, log)
 
 
+async def test_ptrace_freeze(honest_sb):
+    log = await run_attack(honest_sb, "ptrace_freeze")
+    await assert_honest(honest_sb, log)
+
+
 async def test_process_vm_writev(honest_sb):
     log = await run_attack(honest_sb, "process_vm_writev")
     await assert_honest(honest_sb, log)
