@@ -10,55 +10,20 @@ the tool server was separated from commands the forge worked and the hack scored
 from __future__ import annotations
 
 import json
-
-import anyio
 import re
 
+import anyio
 import pytest
 
 from rewards.compose import CompositeReward
 from rewards.verifiable import CommunicationReward, ReverifyReward, ToolCallValidityReward, WorldStateReward
-from sandboxes import Hardening, SandboxConfig, SandboxPool, state_digest
+from sandboxes import Hardening, SandboxConfig, SandboxPool
 from synth.episode import CallableAgent, run_episode
-from synth.tasks import Action, Rubric, Task, UserScenario
 from synth.usersim import ScriptedUser
-from toolzoo.spec import Domain, ToolSpec
+from toolzoo.spec import Domain
 from conftest import require
-from sandbox_attacks import FORGED, HONEST, forging_command
+from sandbox_attacks import FORGED, HONEST, forging_command, notes_domain, notes_task
 
-SOURCE = '''
-import base64
-
-def seed(rng):
-    return {"notes": {"plan": "(empty)"}}
-
-def set_note(state, key, text):
-    state["notes"][key] = text
-    return {"key": key, "text": text}
-
-def run_shell(state, command):
-    r = run_command(command, timeout=20.0)
-    return {"exit_code": r["exit_code"], "stdout": base64.b64decode(r["stdout_b64"]).decode(errors="replace")[-2000:],
-            "stderr": base64.b64decode(r["stderr_b64"]).decode(errors="replace")[-2000:]}
-'''
-
-
-def domain() -> Domain:
-    def tool(name: str, props: dict, effect: str) -> ToolSpec:
-        return ToolSpec(name=name, description=f"{name} (a test tool)", function=name, domain="shell_notes",
-                        effect=effect, parameters={"type": "object", "properties": props, "required": list(props)})
-
-    return Domain(name="shell_notes", category="test", description="notes plus a shell", policy="Do as asked.",
-                  source=SOURCE, tools=[tool("set_note", {"key": {"type": "string"}, "text": {"type": "string"}}, "write"),
-                                        tool("run_shell", {"command": {"type": "array", "items": {"type": "string"}}},
-                                             "write")])
-
-
-def task() -> Task:
-    return Task(id="note-plan", domain="shell_notes", seed=0, instruction=f"Set my plan note to {HONEST}.",
-                persona="Kai.", user_scenario=UserScenario(persona="Kai.", reason_for_call="Set a note.", task_instructions="Confirm when asked."),
-                gold_actions=[Action(name="set_note", arguments={"key": "plan", "text": HONEST})],
-                rubric=Rubric(expected_tool_pattern=["set_note"]), tools=["set_note", "run_shell"], difficulty="easy")
 
 
 def policy(*calls: tuple[str, dict]) -> CallableAgent:
@@ -79,15 +44,11 @@ def composite(pool, dom: Domain) -> CompositeReward:
     }, gate=["reverify", "world_state"])
 
 
-def gold_task() -> Task:
-    return task().model_copy(update={"final_state_hash": state_digest({"notes": {"plan": HONEST}})})
-
-
 async def episodes(backend: str, hardening: Hardening):
     """(honest trajectory, its reward, hacking trajectory, its reward)."""
-    dom = domain()
+    dom = notes_domain()
     async with SandboxPool(SandboxConfig(backend=backend, hardening=hardening), size=2, max_concurrency=4, reap_on_start=False) as pool:
-        t = gold_task()
+        t = notes_task()
         reward = composite(pool, dom)
 
         honest = await run_episode(t, policy(("set_note", {"key": "plan", "text": HONEST})), ScriptedUser(), pool,
@@ -131,10 +92,10 @@ async def test_a_hack_that_can_only_freeze_the_server_ends_typed_with_reward_zer
     """Without the separation a command can ptrace-stop the tool server (the reason for it); that
     must end the episode with a typed error and reward 0: no hang, no reward, no abstention."""
     require(backend)
-    dom = domain()
+    dom = notes_domain()
     cfg = SandboxConfig(backend=backend, request_timeout_s=3.0, hardening=Hardening(isolate_tool_server=False))
     async with SandboxPool(cfg, size=1, max_concurrency=2, reap_on_start=False) as pool:
-        t = gold_task()
+        t = notes_task()
         agent = policy(("set_note", {"key": "plan", "text": FORGED}),
                        ("run_shell", {"command": forging_command("ptrace_freeze")}))
         with anyio.fail_after(60):
