@@ -662,12 +662,8 @@ def main() -> int:
         metavar="S",
         help="stop launching sandboxes after S seconds (default 25 quick, 480 full)",
     )
-    ap.add_argument(
-        "--no-isolation-baseline",
-        dest="isolation_baseline",
-        action="store_false",
-        help="skip the baseline run of the tool-call, exec and reset loops without the tool-server separation",
-    )
+    ap.add_argument("--no-isolation-baseline", dest="isolation_baseline", action="store_false",
+                    help="skip the tool-call, exec and reset loops without the tool-server separation")
     args = ap.parse_args()
     if args.max_sandboxes is not None and args.max_sandboxes < 1:
         ap.error("--max-sandboxes must be >= 1")
