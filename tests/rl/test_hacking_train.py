@@ -57,6 +57,7 @@ class ScriptedPolicy:
         return out
 
 
+@pytest.mark.slow
 def test_one_train_step_scores_the_forging_policy_zero_and_the_honest_one_one(tmp_path, monkeypatch):
     import toolzoo.domains
 
