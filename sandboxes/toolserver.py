@@ -318,7 +318,7 @@ class Server:
                 if not stat.S_ISREG(os.fstat(fd).st_mode):
                     raise RequestError("FileError", f"{path!r} is not a regular file")
                 f.write(data)
-            os.chmod(real, mode)
+                os.fchmod(fd, mode)  # the file we wrote, even if a command swapped the path since
         except OSError as e:
             raise RequestError("FileError", f"cannot write {path!r}: {e.strerror}")
         return {"path": real, "bytes": len(data)}
