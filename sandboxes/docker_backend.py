@@ -187,11 +187,11 @@ def container_kwargs(cfg: SandboxConfig, name: str) -> dict[str, Any]:
         kw["security_opt"] = ["no-new-privileges"]
     kw["user"] = "65534:65534" if hard.non_root else "0:0"
     if separation(cfg) == "uid":
-        # Root only for the tool server's first instructions: it drops these three (and the bounding
-        # set) on its way to uid 65533, before it reads a request; commands run as 65534.
+        # Root only for the tool server's first instructions: on its way to uid 65533, before it reads
+        # a request, it empties the bounding set and keeps KILL/SETUID/SETGID; commands run as 65534.
         kw["user"] = "0:0"
         kw["cap_drop"] = ["ALL"]
-        kw["cap_add"] = ["SETUID", "SETGID", "SETPCAP"]
+        kw["cap_add"] = ["SETUID", "SETGID", "SETPCAP", "KILL"]
     return kw
 
 

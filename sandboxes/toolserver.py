@@ -45,7 +45,7 @@ DEFAULTS = {
     "env": {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/workspace", "LANG": "C.UTF-8"},
     "oom_paths": ["/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"],
     # How the backend keeps exec'd commands away from this process (see `separate`):
-    # "uid": we start as root holding only SETUID/SETGID/SETPCAP and drop to server_uid, commands
+    # "uid": we start as root holding only SETUID/SETGID/SETPCAP/KILL and drop to server_uid, commands
     #        run as command_uid; "pid_namespace": commands run in a PID namespace of their own;
     # "non_dumpable": only the dumpable flag (same uid, same PID namespace); None: nothing.
     "separation": None,
@@ -56,7 +56,11 @@ DEFAULTS = {
 # Commands in a PID namespace of their own, without any capability the tool server holds to make it.
 PIDNS_PREFIX = ["unshare", "--pid", "--fork", "--kill-child", "--",
                 "setpriv", "--bounding-set=-all", "--inh-caps=-all", "--ambient-caps=-all", "--"]
-PR_SET_DUMPABLE, PR_CAPBSET_DROP = 4, 24
+PR_SET_DUMPABLE, PR_SET_KEEPCAPS, PR_CAPBSET_DROP = 4, 8, 24
+# What the tool server keeps in "uid" mode: to kill commands (CAP_KILL) and start them as another
+# uid (CAP_SETUID/SETGID). The bounding set is empty, so no command ever gets them back.
+CAP_KILL, CAP_SETGID, CAP_SETUID = 5, 6, 7
+KEPT_CAPS = (CAP_KILL, CAP_SETGID, CAP_SETUID)
 # Deeper arguments would blow the recursion limit of copy.deepcopy in every later call.
 MAX_JSON_DEPTH = 100
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -96,10 +100,11 @@ class SeparationError(Exception):
 def separate(cfg: dict) -> None:
     """Put this process out of the reach of the commands it will run, or refuse to start.
 
-    What holds, per mode: with "uid" our real and saved uid (server_uid) differ from every id of a
-    command (command_uid), so the kernel refuses it kill(), ptrace(), process_vm_* and
-    /proc/PID/{mem,fd,environ}; our effective uid stays command_uid so files we write are the
-    agent's to edit and we may still signal and clean up after commands. With "pid_namespace"
+    What holds, per mode: with "uid" every uid of ours (server_uid) differs from every id of a
+    command (command_uid), so the kernel refuses it kill(), ptrace(), process_vm_*,
+    /proc/PID/{mem,fd,environ} and setpriority/sched_setscheduler/sched_setaffinity on us; we keep
+    CAP_KILL and CAP_SETUID/SETGID (an empty bounding set: commands never get them) to stop and
+    start commands, and our filesystem uid is command_uid, so files we write are the agent's. With "pid_namespace"
     commands cannot name us at all (kill, ptrace, process_vm_* take a pid in the caller's
     namespace). Every mode clears the dumpable flag, which alone denies same-uid
     /proc/PID/mem, ptrace and pidfd_getfd, but not signals.
@@ -112,17 +117,25 @@ def separate(cfg: dict) -> None:
     if mode == "uid":
         if os.geteuid() != 0:
             raise SeparationError(f"separation 'uid' needs the tool server started as root with CAP_SETUID, "
-                                  f"CAP_SETGID and CAP_SETPCAP; it runs as uid {os.geteuid()}")
-        for cap in range(64):  # EINVAL past the kernel's last capability
+                                  f"CAP_SETGID, CAP_SETPCAP and CAP_KILL; it runs as uid {os.geteuid()}")
+        for cap in range(64):  # EINVAL past the kernel's last capability; commands inherit the empty set
             _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
         server, command = int(cfg["server_uid"]), int(cfg["command_uid"])
+        _libc.prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0)
         os.setgroups([])
-        os.setresgid(server, command, server)
-        os.setresuid(server, command, server)  # no id is 0 any more: the kernel clears every capability
+        os.setresgid(server, server, server)
+        os.setresuid(server, server, server)
+        _libc.prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0)
+        _set_caps(KEPT_CAPS)  # no uid is 0 any more; keep only what commands need from us, nothing else
+        _libc.setfsgid(command)  # files we create are the agent's to edit
+        _libc.setfsuid(command)
+        want = sum(1 << c for c in KEPT_CAPS)
         with open("/proc/self/status") as f:
-            caps = {k: v.strip() for k, _, v in (line.partition(":") for line in f) if k.startswith("Cap")}
-        if any(int(v, 16) for v in caps.values()):
-            raise SeparationError(f"capabilities survived the drop to uid {server}: {caps}")
+            st = {k: v.strip() for k, _, v in (line.partition(":") for line in f)}
+        got = {k: int(st[k], 16) for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")}
+        if got != {"CapInh": 0, "CapPrm": want, "CapEff": want, "CapBnd": 0, "CapAmb": 0} or \
+                st["Uid"].split() != [str(server), str(server), str(server), str(command)]:
+            raise SeparationError(f"the drop to uid {server} left {got}, uids {st['Uid']}")
     elif mode == "pid_namespace":
         missing = [p for p in ("unshare", "setpriv") if shutil.which(p, path=cfg["env"].get("PATH")) is None]
         if missing:
@@ -130,6 +143,15 @@ def separate(cfg: dict) -> None:
                                   "in the sandbox's root filesystem")
     if _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         raise SeparationError(f"prctl(PR_SET_DUMPABLE, 0) failed: {os.strerror(ctypes.get_errno())}")
+
+
+def _set_caps(caps) -> None:
+    """capset(2): `caps` effective and permitted, nothing inheritable."""
+    mask = sum(1 << c for c in caps)
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    data = (ctypes.c_uint32 * 6)(mask, mask, 0, 0, 0, 0)  # {effective, permitted, inheritable} x 2
+    if _libc.capset(header, data) != 0:
+        raise SeparationError(f"capset failed: {os.strerror(ctypes.get_errno())}")
 
 
 # ---------------------------------------------------------------- test domain

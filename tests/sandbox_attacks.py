@@ -126,6 +126,19 @@ for pid in server_pids():
 for pid in server_pids():
     attempt("kill", os.kill, pid, SIGNUM)
 ''',
+    # Starve the tool server: lowest priority, SCHED_IDLE, one CPU; then report what it runs with.
+    "scheduling": r'''
+def sched(pid):
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return f"nice {f[16]} policy {f[38]}"
+
+for pid in server_pids():
+    before = sched(pid)
+    attempt("nice", os.setpriority, os.PRIO_PROCESS, pid, 19)
+    attempt("idle", os.sched_setscheduler, pid, os.SCHED_IDLE, os.sched_param(0))
+    attempt("affinity", os.sched_setaffinity, pid, {0})
+    print("SCHED", pid, "before", before, "after", sched(pid))
+''',
     # Inject a request into the tool server's stdin through /proc/PID/fd/0 (a `restore` to a forged
     # state) and a forged answer into its stdout through /proc/PID/fd/1.
     "proc_fd_write": r'''

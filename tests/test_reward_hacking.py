@@ -84,6 +84,13 @@ async def test_signals(honest_sb, signum):
     await assert_honest(honest_sb, log)
 
 
+async def test_scheduling_cannot_starve_the_server(honest_sb):
+    log = await run_attack(honest_sb, "scheduling")
+    sched = [line.split(" before ")[1].split(" after ") for line in log.splitlines() if line.startswith("SCHED")]
+    assert sched and all(before == after for before, after in sched), log
+    await assert_honest(honest_sb, log)
+
+
 async def test_proc_fd_write(honest_sb):
     log = await run_attack(honest_sb, "proc_fd_write")
     await assert_honest(honest_sb, log)
