@@ -1,6 +1,6 @@
 """Benchmark the sandbox layer: tool-call latency, exec, reset, pool acquire, start-up, density.
 
-    python bench/sandboxes.py [--backend auto|docker|local] [--quick] [--max-sandboxes N]
+    python bench/sandboxes.py [--backend auto|docker|local] [--quick] [--max-sandboxes N] [--no-isolation-baseline]
 
 Progress goes to stderr; the LAST line on stdout is one JSON object with every
 number (milliseconds unless the key says otherwise), the targets, and which
@@ -11,7 +11,9 @@ The `docker exec` baseline runs in the same process against a sandbox container
 of the same configuration, through the docker SDK (exec_create + exec_start,
 timed inside the worker thread, so it does not pay for our event loop): it is
 what a tool call would cost if every call were a fresh `docker exec python3 -c`
-reading and writing its state in a file.
+reading and writing its state in a file. The `no_isolation_*` numbers are the tool-call, exec and
+reset loops run again in the same process with `Hardening(isolate_tool_server=False)`: what the
+separation of commands from the tool server costs (`isolation_cost_*`).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ console = Console(stderr=True, highlight=False)
 
 TARGETS = {
     "tool_call_p50_ms": 5.0,  # <=
+    "isolated_tool_call_p50_ms": 0.5,  # <= with the tool server separated from commands (issue 21)
     "speedup_vs_docker_exec": 10.0,  # >=
     "reset_p50_ms": 20.0,  # <=
     "acquire_p50_ms": 10.0,  # <=
@@ -374,6 +377,14 @@ async def bench_reset(cfg: SandboxConfig, quick: bool) -> dict[str, Any]:
     return summary("reset", lat)
 
 
+async def bench_without_isolation(cfg: SandboxConfig, quick: bool) -> dict[str, Any]:
+    """The tool-call, exec and reset loops again with `Hardening(isolate_tool_server=False)`: the
+    baseline, in the same run, of what keeping commands away from the tool server costs."""
+    base = cfg.model_copy(update={"hardening": cfg.hardening.model_copy(update={"isolate_tool_server": False})})
+    res = {**await bench_tool_calls(base, quick), **await bench_reset(base, quick)}
+    return {f"no_isolation_{k}": v for k, v in res.items() if k.endswith(("_p50_ms", "_p99_ms"))}
+
+
 async def bench_acquire(cfg: SandboxConfig, quick: bool) -> dict[str, Any]:
     n = count("acquire", quick)
     acq, rel = [], []
@@ -567,6 +578,8 @@ async def run(args: argparse.Namespace, result: dict[str, Any]) -> None:
     else:
         result["docker_exec_p50_ms"] = None
     await phase("reset", lambda: bench_reset(cfg, quick))
+    if args.isolation_baseline:
+        await phase("no_isolation", lambda: bench_without_isolation(cfg, quick))
     await phase("acquire", lambda: bench_acquire(cfg, quick))
     target = args.max_sandboxes if args.max_sandboxes is not None else count("max_sandboxes", quick)
     start_conc = args.start_concurrency or 8
@@ -581,6 +594,9 @@ def finish(result: dict[str, Any], quick: bool) -> None:
     tc, de, se = g("tool_call_p50_ms"), g("docker_exec_p50_ms"), g("spawn_exec_p50_ms")
     result["speedup_vs_docker_exec"] = round(de / tc, 1) if de and tc else None
     result["speedup_vs_spawn_exec"] = round(se / tc, 1) if se and tc else None
+    for k in ("tool_call_p50_ms", "exec_p50_ms", "spawn_exec_p50_ms", "reset_p50_ms"):
+        on, off = g(k), g(f"no_isolation_{k}")
+        result[f"isolation_cost_{k}"] = round(on - off, 3) if on is not None and off is not None else None
     for key in (
         "tool_call_p50_ms",
         "tool_call_p99_ms",
@@ -605,6 +621,7 @@ def finish(result: dict[str, Any], quick: bool) -> None:
 
     result["targets"] = {
         "tool_call_p50_ms_max": TARGETS["tool_call_p50_ms"],
+        "isolated_tool_call_p50_ms_max": TARGETS["isolated_tool_call_p50_ms"],
         "speedup_vs_docker_exec_min": TARGETS["speedup_vs_docker_exec"],
         "reset_p50_ms_max": TARGETS["reset_p50_ms"],
         "acquire_p50_ms_max": TARGETS["acquire_p50_ms"],
@@ -612,6 +629,7 @@ def finish(result: dict[str, Any], quick: bool) -> None:
     }
     result["meets_targets"] = {
         "tool_call_p50_ms": le(g("tool_call_p50_ms"), TARGETS["tool_call_p50_ms"]),
+        "isolated_tool_call_p50_ms": le(g("tool_call_p50_ms"), TARGETS["isolated_tool_call_p50_ms"]),
         "speedup_vs_docker_exec": ge(g("speedup_vs_docker_exec"), TARGETS["speedup_vs_docker_exec"]),
         "reset_p50_ms": le(g("reset_p50_ms"), TARGETS["reset_p50_ms"]),
         "acquire_p50_ms": le(g("acquire_p50_ms"), TARGETS["acquire_p50_ms"]),
@@ -644,6 +662,8 @@ def main() -> int:
         metavar="S",
         help="stop launching sandboxes after S seconds (default 25 quick, 480 full)",
     )
+    ap.add_argument("--no-isolation-baseline", dest="isolation_baseline", action="store_false",
+                    help="skip the tool-call, exec and reset loops without the tool-server separation")
     args = ap.parse_args()
     if args.max_sandboxes is not None and args.max_sandboxes < 1:
         ap.error("--max-sandboxes must be >= 1")

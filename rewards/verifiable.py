@@ -83,6 +83,9 @@ def _abstain(name: str, why: str, **details: Any) -> RewardResult:
 
 
 def _infra(name: str, traj: Trajectory) -> RewardResult | None:
+    if traj.termination == "sandbox_dead" and traj.stats.tool_calls > 0:  # abstaining would reward killing it
+        return RewardResult(name=name, score=0.0, details={"termination": traj.termination}, reason=f"the sandbox "
+                            f"died during the agent's tool calls ({traj.error}); its commands may have killed it")
     if traj.termination in INFRA_TERMINATIONS:
         return _abstain(name, f"the episode had no working sandbox ({traj.termination}: {traj.error}); not the agent's doing",
                         termination=traj.termination)

@@ -12,6 +12,7 @@ from sandboxes.backends import open_sandbox
 from sandboxes.errors import (
     BackendUnavailable,
     ImageNotFound,
+    InvalidRequest,
     PathOutsideSandbox,
     PoolClosed,
     PoolExhausted,
@@ -44,6 +45,7 @@ __all__ = [
     "ExecResult",
     "Hardening",
     "ImageNotFound",
+    "InvalidRequest",
     "Limits",
     "PathOutsideSandbox",
     "PoolClosed",

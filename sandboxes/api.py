@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 
 from sandboxes.errors import (
+    InvalidRequest,
     PathOutsideSandbox,
     ProtocolError,
     RequestFailed,
@@ -25,6 +26,7 @@ from sandboxes.errors import (
     SandboxFileNotFound,
     SandboxTimeout,
 )
+from sandboxes.toolserver import MAX_JSON_DEPTH, json_depth
 from sandboxes.models import (
     Backend,
     DomainBundle,
@@ -170,7 +172,13 @@ class Sandbox(ABC):
         if self._dead is not None:
             raise SandboxDead(f"sandbox {self.id} is dead ({self._dead}); open a new one or let the pool replace it")
         rid = next(self._ids)
-        payload = json.dumps({"id": rid, "op": op, **params}, separators=(",", ":")).encode()
+        try:
+            payload = json.dumps({"id": rid, "op": op, **params}, separators=(",", ":")).encode()
+        except RecursionError:
+            raise InvalidRequest(f"{op} request is nested too deeply to encode as JSON; "
+                                 f"tool arguments may nest at most {MAX_JSON_DEPTH} levels") from None
+        except (TypeError, ValueError) as e:
+            raise InvalidRequest(f"{op} request is not JSON-serialisable: {e}") from None
         if len(payload) > self.config.limits.max_request_bytes:
             raise RequestTooLarge(
                 f"{op} request is {len(payload)} bytes; the cap is {self.config.limits.max_request_bytes} "
@@ -276,6 +284,8 @@ class Sandbox(ABC):
 
     async def call_tool(self, name: str, args: dict[str, Any] | None = None, *, timeout: float | None = 10.0) -> ToolResult | ToolError:
         """Call a tool of the loaded domain. Agent-facing failures come back as ToolError."""
+        if json_depth(args) > MAX_JSON_DEPTH:
+            raise InvalidRequest(f"arguments of {name} are nested deeper than {MAX_JSON_DEPTH} levels")
         wait = None if timeout is None else max(self.config.request_timeout_s, timeout + EXEC_GRACE_S)
         r = await self._request("call_tool", wait, name=name, args=args if args is not None else {}, timeout=timeout)
         if r.get("ok"):

@@ -146,7 +146,17 @@ def _server_config(cfg: SandboxConfig) -> dict[str, Any]:
         "max_request_bytes": lim.max_request_bytes,
         "max_file_bytes": lim.max_file_bytes,
         "own_pid_namespace": cfg.hardening.kill_on_timeout,
+        "separation": separation(cfg),
     }
+
+
+def separation(cfg: SandboxConfig) -> str | None:
+    """Commands as another uid than the tool server; with `non_root=False` commands run as root, which
+    no uid keeps out, so the server is only non-dumpable (PID 1 also ignores their SIGKILL/SIGSTOP)."""
+    hard = cfg.hardening
+    if not hard.isolate_tool_server:
+        return None
+    return "uid" if hard.non_root else "non_dumpable"
 
 
 def container_kwargs(cfg: SandboxConfig, name: str) -> dict[str, Any]:
@@ -176,6 +186,12 @@ def container_kwargs(cfg: SandboxConfig, name: str) -> dict[str, Any]:
     if hard.no_new_privileges:
         kw["security_opt"] = ["no-new-privileges"]
     kw["user"] = "65534:65534" if hard.non_root else "0:0"
+    if separation(cfg) == "uid":
+        # Root only for the tool server's first instructions: on its way to uid 65533, before it reads
+        # a request, it empties the bounding set and keeps KILL/SETUID/SETGID; commands run as 65534.
+        kw["user"] = "0:0"
+        kw["cap_drop"] = ["ALL"]
+        kw["cap_add"] = ["SETUID", "SETGID", "SETPCAP", "KILL"]
     return kw
 
 
@@ -234,7 +250,7 @@ def _create_args(c, cfg: SandboxConfig, name: str) -> dict[str, Any]:
     kw = container_kwargs(cfg, name)
     host_keys = {
         "auto_remove", "tmpfs", "mem_limit", "memswap_limit", "pids_limit", "nano_cpus",
-        "network_mode", "read_only", "cap_drop", "security_opt", "log_config",
+        "network_mode", "read_only", "cap_drop", "cap_add", "security_opt", "log_config",
     }
     host = {k: kw.pop(k) for k in list(kw) if k in host_keys}
     if "log_config" in host:

@@ -35,6 +35,10 @@ class RequestTooLarge(SandboxError, ValueError):
     """A request (tool arguments, file data, stdin) exceeds the configured cap."""
 
 
+class InvalidRequest(SandboxError, ValueError):
+    """A request that cannot be sent as JSON (not serialisable, or nested too deeply); nothing was sent."""
+
+
 class PathOutsideSandbox(SandboxError, ValueError):
     """A file path escapes the sandbox's writable scratch directories."""
 

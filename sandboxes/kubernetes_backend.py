@@ -552,7 +552,10 @@ def server_config(cfg: SandboxConfig) -> dict[str, Any]:
     lim = cfg.limits
     return {"workdir": WORKDIR, "scratch": list(SCRATCH), "max_output_bytes": lim.max_output_bytes,
             "max_request_bytes": lim.max_request_bytes, "max_file_bytes": lim.max_file_bytes,
-            "own_pid_namespace": cfg.hardening.kill_on_timeout, "env": dict(ENV)}
+            "own_pid_namespace": cfg.hardening.kill_on_timeout, "env": dict(ENV),
+            # Pod Security `restricted` forbids a root start (for a second uid) and RuntimeDefault
+            # seccomp the unshare() a PID namespace needs: the server is non-dumpable, and that is all.
+            "separation": "non_dumpable" if cfg.hardening.isolate_tool_server else None}
 
 
 def exec_command(cfg: SandboxConfig) -> list[str]:

@@ -30,6 +30,7 @@ from sandboxes.image import SERVER_PATH_IN_IMAGE, SERVER_SOURCE, rootfs_dir, roo
 from sandboxes.models import SandboxConfig
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": WORKDIR, "LANG": "C.UTF-8"}
 GROUP = "tooldojo"
 
 
@@ -246,7 +247,9 @@ def bwrap_argv(cfg: SandboxConfig, server_cfg: dict) -> list[str]:
     argv = ["bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if not hard.network:
         argv.append("--unshare-net")
-    argv += ["--die-with-parent", "--new-session", "--hostname", "sandbox", "--clearenv"]
+    # --as-pid-1: the tool server itself is PID 1, with no bwrap reaper beside it holding copies of
+    # its stdin and stdout (a dumpable process any command could open them through /proc/1/fd).
+    argv += ["--as-pid-1", "--die-with-parent", "--new-session", "--hostname", "sandbox", "--clearenv"]
     for k, v in server_cfg["env"].items():
         argv += ["--setenv", k, v]
     argv += ["--ro-bind", str(src / "usr"), "/usr"]
@@ -272,6 +275,10 @@ def bwrap_argv(cfg: SandboxConfig, server_cfg: dict) -> list[str]:
         argv += ["--uid", "65534", "--gid", "65534"]
     if hard.drop_capabilities:
         argv += ["--cap-drop", "ALL"]
+    if server_cfg.get("separation") == "pid_namespace":
+        # Capabilities of the sandbox's own user namespace, for `unshare --pid` (a PID namespace per
+        # command); setpriv drops them, bounding set included, before the command runs.
+        argv += ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP"]
     argv += ["--chdir", WORKDIR, "--", "python3", "-I", "-u", SERVER_PATH_IN_IMAGE, json.dumps(server_cfg)]
     return argv
 
@@ -294,7 +301,10 @@ async def start(cfg: SandboxConfig) -> LocalSandbox:
         "max_request_bytes": lim.max_request_bytes,
         "max_file_bytes": lim.max_file_bytes,
         "own_pid_namespace": cfg.hardening.kill_on_timeout,
-        "env": {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": WORKDIR, "LANG": "C.UTF-8"},
+        "env": dict(ENV),
+        # One uid only is mapped into bwrap's user namespace, so commands are kept from the tool
+        # server by a PID namespace of their own (plus the server's cleared dumpable flag).
+        "separation": "pid_namespace" if cfg.hardening.isolate_tool_server else None,
         # Without a cgroup the kernel's per-namespace rlimits are our only cap.
         "rlimit_nproc": None if cgroup else lim.pids,
         "rlimit_as_bytes": None if cgroup else lim.memory_mb * 1024 * 1024,
@@ -306,16 +316,17 @@ async def start(cfg: SandboxConfig) -> LocalSandbox:
     split = argv.index("--")
     os.write(args_w, b"".join(a.encode() + b"\0" for a in argv[1:split]))
     os.close(args_w)
-    argv = ["bwrap", "--args", str(args_r), *argv[split:]]
+    argv = [shutil.which("bwrap") or "bwrap", "--args", str(args_r), *argv[split:]]
     if cgroup is not None:
         # Join the cgroup before exec'ing bwrap so every sandbox process is counted.
         join = " ".join(f"&& echo $$ > {shlex.quote(p)}" for p in cgroup.procs_files())
-        argv = ["/bin/sh", "-c", f"true {join} && exec \"$@\"", "sh", *argv]
+        argv = ["/bin/sh", "-c", f"true {join} && unset PWD OLDPWD && exec \"$@\"", "sh", *argv]
     fd, stderr_name = tempfile.mkstemp(prefix=f"tooldojo-{sandbox_id}-", suffix=".stderr")
     try:
         proc = await anyio.open_process(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=fd, pass_fds=(args_r,),
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            # bwrap is PID 1 inside: its environment is the sandbox's, not the host's PATH or cwd.
+            env=dict(ENV), cwd="/",
         )
     except OSError as e:
         if cgroup:

@@ -40,6 +40,9 @@ class Hardening(BaseModel):
     no_new_privileges: bool = Field(True, description="setuid binaries cannot raise privileges")
     non_root: bool = Field(True, description="run as uid/gid 65534 (nobody)")
     kill_on_timeout: bool = Field(True, description="a timed-out exec kills every process in the sandbox")
+    isolate_tool_server: bool = Field(
+        True, description="exec'd commands cannot trace, signal, read or write the tool server (docker: another "
+                          "uid; local: their own PID namespace; kubernetes: the server is non-dumpable only)")
 
 
 class KubernetesOptions(BaseModel):

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import base64
 import copy
+import ctypes
 import inspect
 import json
 import os
+import resource
 import selectors
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -41,7 +44,26 @@ DEFAULTS = {
     "rlimit_as_bytes": None,
     "env": {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/workspace", "LANG": "C.UTF-8"},
     "oom_paths": ["/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"],
+    # How the backend keeps exec'd commands away from this process (see `separate`):
+    # "uid": we start as root holding only SETUID/SETGID/SETPCAP/KILL and drop to server_uid, commands
+    #        run as command_uid; "pid_namespace": commands run in a PID namespace of their own;
+    # "non_dumpable": only the dumpable flag (same uid, same PID namespace); None: nothing.
+    "separation": None,
+    "server_uid": 65533,
+    "command_uid": 65534,
 }
+
+# Commands in a PID namespace of their own, without any capability the tool server holds to make it.
+PIDNS_PREFIX = ["unshare", "--pid", "--fork", "--kill-child", "--",
+                "setpriv", "--bounding-set=-all", "--inh-caps=-all", "--ambient-caps=-all", "--"]
+PR_SET_DUMPABLE, PR_SET_KEEPCAPS, PR_CAPBSET_DROP = 4, 8, 24
+# What the tool server keeps in "uid" mode: to kill commands (CAP_KILL) and start them as another
+# uid (CAP_SETUID/SETGID). The bounding set is empty, so no command ever gets them back.
+CAP_KILL, CAP_SETGID, CAP_SETUID = 5, 6, 7
+KEPT_CAPS = (CAP_KILL, CAP_SETGID, CAP_SETUID)
+# Deeper arguments would blow the recursion limit of copy.deepcopy in every later call.
+MAX_JSON_DEPTH = 100
+_libc = ctypes.CDLL(None, use_errno=True)
 
 
 class ToolFailure(Exception):
@@ -69,6 +91,67 @@ class RequestError(Exception):
 
 class _ToolTimeout(BaseException):
     pass
+
+
+class SeparationError(Exception):
+    """The backend asked for a separation this process cannot set up: refuse to serve."""
+
+
+def separate(cfg: dict) -> None:
+    """Put this process out of the reach of the commands it will run, or refuse to start.
+
+    What holds, per mode: with "uid" every uid of ours (server_uid) differs from every id of a
+    command (command_uid), so the kernel refuses it kill(), ptrace(), process_vm_*,
+    /proc/PID/{mem,fd,environ} and setpriority/sched_setscheduler/sched_setaffinity on us; we keep
+    CAP_KILL and CAP_SETUID/SETGID (an empty bounding set: commands never get them) to stop and
+    start commands, and our filesystem uid is command_uid, so files we write are the agent's. With "pid_namespace"
+    commands cannot name us at all (kill, ptrace, process_vm_* take a pid in the caller's
+    namespace). Every mode clears the dumpable flag, which alone denies same-uid
+    /proc/PID/mem, ptrace and pidfd_getfd, but not signals.
+    """
+    mode = cfg["separation"]
+    if not mode:
+        return
+    if mode not in ("uid", "pid_namespace", "non_dumpable"):
+        raise SeparationError(f"unknown separation {mode!r}")
+    if mode == "uid":
+        if os.geteuid() != 0:
+            raise SeparationError(f"separation 'uid' needs the tool server started as root with CAP_SETUID, "
+                                  f"CAP_SETGID, CAP_SETPCAP and CAP_KILL; it runs as uid {os.geteuid()}")
+        for cap in range(64):  # EINVAL past the kernel's last capability; commands inherit the empty set
+            _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+        server, command = int(cfg["server_uid"]), int(cfg["command_uid"])
+        _libc.prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0)
+        os.setgroups([])
+        os.setresgid(server, server, server)
+        os.setresuid(server, server, server)
+        _libc.prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0)
+        _set_caps(KEPT_CAPS)  # no uid is 0 any more; keep only what commands need from us, nothing else
+        _libc.setfsgid(command)  # files we create are the agent's to edit
+        _libc.setfsuid(command)
+        want = sum(1 << c for c in KEPT_CAPS)
+        with open("/proc/self/status") as f:
+            st = {k: v.strip() for k, _, v in (line.partition(":") for line in f)}
+        got = {k: int(st[k], 16) for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")}
+        if got != {"CapInh": 0, "CapPrm": want, "CapEff": want, "CapBnd": 0, "CapAmb": 0} or \
+                st["Uid"].split() != [str(server), str(server), str(server), str(command)]:
+            raise SeparationError(f"the drop to uid {server} left {got}, uids {st['Uid']}")
+    elif mode == "pid_namespace":
+        missing = [p for p in ("unshare", "setpriv") if shutil.which(p, path=cfg["env"].get("PATH")) is None]
+        if missing:
+            raise SeparationError(f"separation 'pid_namespace' needs {' and '.join(missing)} (util-linux) "
+                                  "in the sandbox's root filesystem")
+    if _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise SeparationError(f"prctl(PR_SET_DUMPABLE, 0) failed: {os.strerror(ctypes.get_errno())}")
+
+
+def _set_caps(caps) -> None:
+    """capset(2): `caps` effective and permitted, nothing inheritable."""
+    mask = sum(1 << c for c in caps)
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    data = (ctypes.c_uint32 * 6)(mask, mask, 0, 0, 0, 0)  # {effective, permitted, inheritable} x 2
+    if _libc.capset(header, data) != 0:
+        raise SeparationError(f"capset failed: {os.strerror(ctypes.get_errno())}")
 
 
 # ---------------------------------------------------------------- test domain
@@ -117,9 +200,11 @@ INITIAL_STATE = {"kv": {}, "counters": {}}
 
 
 class Domain:
-    def __init__(self, name: str, source: str, state: dict | None):
+    def __init__(self, name: str, source: str, state: dict | None, run_command=None):
+        # run_command(cmd, timeout=30.0) -> the exec result: a shell or code tool runs its command
+        # exactly as `exec` does (separated from us), never with a subprocess of our own.
         namespace: dict = {"ToolFailure": ToolFailure, "InvalidArguments": InvalidArguments,
-                           "__name__": f"tooldojo_domain_{name}"}
+                           "run_command": run_command, "__name__": f"tooldojo_domain_{name}"}
         try:
             exec(compile(source, f"<domain {name}>", "exec"), namespace)
         except Exception as e:
@@ -145,6 +230,7 @@ def _json_copy(obj, what: str):
 class Server:
     def __init__(self, config: dict):
         self.cfg = {**DEFAULTS, **config}
+        separate(self.cfg)
         self.domain = Domain("builtin", BUILTIN_SOURCE, None)
         self.in_pid_ns = bool(self.cfg["own_pid_namespace"]) and os.getpid() <= 2
 
@@ -167,7 +253,7 @@ class Server:
 
     # ------------------------------------------------------------------ tools
     def op_load_domain(self, name: str, source: str, state=None):
-        self.domain = Domain(name, source, state)
+        self.domain = Domain(name, source, state, run_command=self.op_exec)
         return {"domain": name, "tools": sorted(self.domain.tools)}
 
     def op_list_tools(self):
@@ -183,6 +269,8 @@ class Server:
             return _tool_error("unknown_tool", f"unknown tool {name!r}; available: {sorted(self.domain.tools)}")
         if not isinstance(args, dict):
             return _tool_error("invalid_arguments", f"arguments must be a JSON object, got {type(args).__name__}")
+        if json_depth(args) > MAX_JSON_DEPTH:
+            return _tool_error("invalid_arguments", f"{name}: arguments are nested deeper than {MAX_JSON_DEPTH} levels")
         try:
             inspect.signature(fn).bind(None, **args)
         except TypeError as e:
@@ -246,9 +334,13 @@ class Server:
         data = base64.b64decode(data_b64)
         os.makedirs(os.path.dirname(real), exist_ok=True)
         try:
-            with open(real, "wb") as f:
+            # O_NONBLOCK: a FIFO planted by a command must fail the request, not hang us.
+            fd = os.open(real, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NONBLOCK | os.O_NOFOLLOW, 0o600)
+            with open(fd, "wb") as f:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise RequestError("FileError", f"{path!r} is not a regular file")
                 f.write(data)
-            os.chmod(real, mode)
+                os.fchmod(fd, mode)  # the file we wrote, even if a command swapped the path since
         except OSError as e:
             raise RequestError("FileError", f"cannot write {path!r}: {e.strerror}")
         return {"path": real, "bytes": len(data)}
@@ -256,11 +348,16 @@ class Server:
     def op_read_file(self, path: str):
         real = self._confine(path)
         try:
-            size = os.path.getsize(real)
-            if size > self.cfg["max_file_bytes"]:
-                raise RequestError("FileTooLarge", f"{path!r} is {size} bytes; the limit is {self.cfg['max_file_bytes']}")
-            with open(real, "rb") as f:
-                data = f.read()
+            with open(os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW), "rb") as f:
+                st = os.fstat(f.fileno())
+                if stat.S_ISDIR(st.st_mode):
+                    raise IsADirectoryError
+                if not stat.S_ISREG(st.st_mode):
+                    raise RequestError("FileError", f"{path!r} is not a regular file")
+                if st.st_size > self.cfg["max_file_bytes"]:
+                    raise RequestError("FileTooLarge", f"{path!r} is {st.st_size} bytes; "
+                                                       f"the limit is {self.cfg['max_file_bytes']}")
+                data = f.read(self.cfg["max_file_bytes"] + 1)
         except FileNotFoundError:
             raise RequestError("FileNotFound", f"no file {path!r} in the sandbox")
         except IsADirectoryError:
@@ -280,11 +377,16 @@ class Server:
         run_env.update(env or {})
         oom_before = self._oom_count()
         started = time.monotonic()
+        mode, ids = self.cfg["separation"], {}
+        if mode == "uid":
+            ids = {"user": int(self.cfg["command_uid"]), "group": int(self.cfg["command_uid"])}
+        elif mode == "pid_namespace":
+            argv = PIDNS_PREFIX + argv
         try:
             proc = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 cwd=self._confine(cwd) if cwd else self.cfg["workdir"], env=run_env,
-                start_new_session=True, close_fds=True, preexec_fn=self._child_setup,
+                start_new_session=True, close_fds=True, preexec_fn=self._child_setup, **ids,
             )
         except OSError as e:
             # EAGAIN under a pids limit, ENOENT for a missing program.
@@ -308,8 +410,9 @@ class Server:
                 "oom_killed": oom, "duration_s": round(time.monotonic() - started, 4)}
 
     def _child_setup(self):
-        import resource
-
+        # Our fork inherits the cleared dumpable flag, which leaves /proc/self root-owned; the
+        # command gets it back at execve anyway (it holds none of our fds by then: 0-2 are its pipes).
+        _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if self.cfg["rlimit_nproc"]:
             resource.setrlimit(resource.RLIMIT_NPROC, (self.cfg["rlimit_nproc"],) * 2)
@@ -459,6 +562,17 @@ class Server:
         return 0
 
 
+def json_depth(obj) -> int:
+    """Nesting depth of a JSON value, without recursion (a deep value must not crash the measure)."""
+    deepest, todo = 0, [(obj, 1)]
+    while todo:
+        o, d = todo.pop()
+        if isinstance(o, (dict, list)):
+            deepest = max(deepest, d)
+            todo.extend((v, d + 1) for v in (o.values() if isinstance(o, dict) else o))
+    return deepest
+
+
 def _raise_tool_timeout(signum, frame):
     raise _ToolTimeout()
 
@@ -504,6 +618,8 @@ def _respond(server: Server, line: bytes) -> dict:
         req = json.loads(line)
     except ValueError as e:
         return {"id": None, "ok": False, "error": {"type": "MalformedRequest", "message": f"not JSON: {e}"}}
+    except RecursionError:
+        return {"id": None, "ok": False, "error": {"type": "MalformedRequest", "message": "JSON nested too deeply"}}
     if not isinstance(req, dict):
         return {"id": None, "ok": False, "error": {"type": "MalformedRequest", "message": "request must be an object"}}
     rid = req.get("id")

@@ -241,6 +241,8 @@ def _parse_call(call: Any, allowed: set[str]) -> tuple[str | None, Any, str | No
             args = json.loads(raw)
         except ValueError as e:
             return name, raw, f"arguments of {name} are not valid JSON ({e}); send a JSON object"
+        except RecursionError:
+            return name, raw[:200], f"arguments of {name} are nested too deeply; send a flatter JSON object"
     else:
         args = raw
     if not isinstance(args, dict):

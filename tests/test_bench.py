@@ -11,7 +11,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 KEYS = {"tool_call_p50_ms", "tool_call_p99_ms", "docker_exec_p50_ms", "reset_p50_ms", "acquire_p50_ms",
-        "fresh_start_p50_ms", "max_concurrent", "rss_per_sandbox_mb", "backend"}
+        "fresh_start_p50_ms", "max_concurrent", "rss_per_sandbox_mb", "backend",
+        "no_isolation_tool_call_p50_ms", "no_isolation_reset_p50_ms", "isolation_cost_tool_call_p50_ms"}
 
 
 @pytest.mark.slow
@@ -23,6 +24,8 @@ def test_bench_quick_prints_one_json_line_last(backend):
     assert KEYS <= set(result)
     assert result["backend"] == backend and result["max_concurrent"] == 8
     assert result["tool_call_p50_ms"] > 0 and result["reset_p50_ms"] > 0
+    assert result["no_isolation_tool_call_p50_ms"] > 0 and result["no_isolation_reset_p50_ms"] > 0
+    assert result["errors"] == {}
     if backend == "docker":
         assert result["docker_exec_p50_ms"] > 0
 

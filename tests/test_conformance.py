@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from sandboxes import Limits, SandboxConfig, open_sandbox
+from sandboxes import Hardening, Limits, SandboxConfig, open_sandbox
 from conftest import CONFORMANCE_BACKENDS, require
 
 REPO = Path(__file__).resolve().parents[1]
@@ -210,3 +210,22 @@ async def test_32_parallel_sandboxes_isolated(backend):
                 for b in boxes:
                     if b is not None:
                         tg.start_soon(b.close)
+
+
+async def test_local_sandbox_starts_with_the_clean_environment():
+    """bwrap is the sandbox's first process: it must carry the tool server's clean environment, not
+    the host's PATH or working directory (issue 21)."""
+    require("local")
+    from sandboxes.local_backend import ENV
+
+    for hardening in (Hardening(), Hardening(isolate_tool_server=False)):
+        async with await open_sandbox(SandboxConfig(backend="local", hardening=hardening)) as sb:
+            raw = Path(f"/proc/{sb.host_pid()}/environ").read_bytes()
+            host_side = dict(kv.split("=", 1) for kv in raw.decode().split("\0") if kv)
+            assert host_side == ENV, host_side
+            r = await sb.exec("tr '\\0' '\\n' < /proc/1/environ", timeout=5)
+            if hardening.isolate_tool_server:  # the tool server is PID 1 and non-dumpable
+                assert r.exit_code != 0 and "Permission denied" in r.stderr, r
+            else:
+                inside = dict(line.split("=", 1) for line in r.stdout.splitlines())
+                assert inside.pop("PWD") == "/workspace" and inside == ENV, r  # bwrap's --chdir sets PWD

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from sandboxes import (
     ImageNotFound,
+    InvalidRequest,
     Limits,
     PathOutsideSandbox,
     RequestTooLarge,
@@ -164,6 +165,31 @@ async def test_huge_arguments_rejected_both_sides(backend):
         resp = json.loads(await sb._transport.receive_line())
         assert resp["error"]["type"] == "RequestTooLarge"
         assert (await sb.call_tool("kv_set", {"key": "k", "value": "fits"})).ok
+
+
+async def test_deeply_nested_arguments_are_typed_and_keep_the_sandbox(sb):
+    deep: object = "leaf"
+    for _ in range(10_000):
+        deep = {"a": deep}
+    with pytest.raises(InvalidRequest, match="nested"):
+        await sb.call_tool("kv_set", {"key": "k", "value": deep})
+    nested: object = "leaf"
+    for _ in range(150):  # encodable, but every later deepcopy of the state would fail
+        nested = [nested]
+    with pytest.raises(InvalidRequest, match="nested deeper than 100"):
+        await sb.call_tool("kv_set", {"key": "k", "value": nested})
+    with pytest.raises(InvalidRequest, match="not JSON-serialisable"):
+        await sb.call_tool("kv_set", {"key": "k", "value": {1, 2}})
+    # A client that skips the check meets the server's: a typed answer, never a crash.
+    t = sb._transport
+    for line in (b'{"id": 7, "op": "ping", "x": ' + b"[" * 10_000 + b"]" * 10_000 + b"}\n",
+                 json.dumps({"id": 8, "op": "call_tool", "name": "kv_set", "args": {"key": "k", "value": nested}}).encode() + b"\n"):
+        await t.send(line)
+        resp = json.loads(await t.receive_line())
+        err = resp["error"] if not resp["ok"] else resp["result"]["error"]
+        assert "nested" in err["message"], resp
+    assert (await sb.call_tool("kv_set", {"key": "k", "value": "fine"})).ok
+    assert (await sb.ping())["pong"]
 
 
 async def test_paths_confined(sb):

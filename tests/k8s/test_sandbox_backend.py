@@ -9,6 +9,7 @@ the isolation itself is proved only by the conformance suite on a live cluster (
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -69,6 +70,18 @@ def test_pod_is_hardened_and_valid():
     assert dirs["workspace"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "32Mi"}
     assert pod["metadata"]["labels"][kb.EGRESS_LABEL] == "deny"
     assert kb.network_policy(NS)["spec"]["podSelector"] == {"matchLabels": {kb.EGRESS_LABEL: "deny"}}
+
+
+def test_the_tool_server_is_separated_within_pod_security_restricted():
+    """Pod Security `restricted` stays (the lint and schema hold); the exec'd server makes itself
+    non-dumpable, the one separation a restricted pod allows (issue 21); loosening it is visible."""
+    opts = KubernetesOptions(namespace=NS)
+    for hardening, mode in ((Hardening(), "non_dumpable"), (Hardening(isolate_tool_server=False), None)):
+        cfg = SandboxConfig(backend="kubernetes", hardening=hardening)
+        pod = kb.pod_manifest(cfg, opts, "img:1", "p")
+        assert validate_all([pod], "1.37") == [] and lint_sandbox_pod("pod", pod["spec"]) == []
+        cmd = kb.exec_command(cfg)
+        assert json.loads(cmd[-1])["separation"] == mode
 
 
 def test_loosened_hardening_is_visible_to_the_lint():

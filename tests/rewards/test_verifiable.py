@@ -323,11 +323,18 @@ async def test_a_dead_sandbox_abstains_instead_of_raising(tasks, gold, pool):
         r = await reward.score(tasks[0], gold[0])
         assert r.score is None and "sandbox failed" in r.reason, r.reason
     assert pool.leased == 0
-    # the episode itself died: every reward abstains
+    # the episode itself died before the agent's first tool call: every reward abstains
     dead = gold[0].model_copy(update={"termination": "sandbox_dead", "final_state": None, "final_state_hash": None,
-                                      "error": "SandboxDead: gone"})
+                                      "error": "SandboxDead: gone", "tool_calls": [],
+                                      "stats": gold[0].stats.model_copy(update={"tool_calls": 0})})
     for reward in all_rewards(pool):
         assert (await reward.score(tasks[0], dead)).score is None
+    # ... and after it (the agent's commands may have killed it): every reward scores 0 (issue 21)
+    killed = dead.model_copy(update={"tool_calls": gold[0].tool_calls, "stats": gold[0].stats})
+    assert killed.stats.tool_calls > 0
+    for reward in all_rewards(pool):
+        r = await reward.score(tasks[0], killed)
+        assert r.score == 0.0 and "may have killed it" in r.reason, (reward.name, r.reason)
     # and the pool still works
     assert (await ReverifyReward(pool).score(tasks[0], gold[0])).score == 1.0
 
