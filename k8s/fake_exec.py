@@ -87,8 +87,16 @@ class PodExec:
         ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         root = self._root / ns / name
         volumes = {v["name"]: v for v in pod["spec"].get("volumes") or []}
-        argv = [bwrap, "--die-with-parent", "--new-session", "--unshare-user-try", "--unshare-pid", "--unshare-net",
-                "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox"]
+        sc = container.get("securityContext") or {}
+        # A container that starts as root with added capabilities (a `baseline` sandbox pod, whose tool
+        # server drops to a uid of its own) gets them: as real root, no user namespace (one that maps
+        # a single uid could not hold the server's and the commands' uids) and bwrap's --cap-add.
+        as_root = sc.get("runAsUser") == 0 and os.geteuid() == 0
+        argv = [bwrap, "--die-with-parent", "--new-session", *([] if as_root else ["--unshare-user-try"]),
+                "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox"]
+        if as_root:
+            for cap in (sc.get("capabilities") or {}).get("add") or []:
+                argv += ["--cap-add", f"CAP_{cap}"]
         for d in ("usr", "etc"):
             argv += ["--ro-bind", f"/{d}", f"/{d}"]
         for link in ("bin", "sbin", "lib", "lib64", "lib32", "libx32"):
@@ -98,6 +106,10 @@ class PodExec:
             elif p.is_dir():
                 argv += ["--ro-bind", str(p), f"/{link}"]
         argv += ["--proc", "/proc", "--dev", "/dev"]
+        if as_root:  # bwrap, privileged, makes missing parents 0700: a mount below them would be root's alone
+            for parent in sorted({str(p) for vm in container.get("volumeMounts") or []
+                                  for p in Path(vm["mountPath"]).parents if str(p) != "/"}):
+                argv += ["--perms", "0755", "--dir", parent]
         for vm in container.get("volumeMounts") or []:
             vol = volumes.get(vm["name"], {})
             local = root / "volumes" / vm["name"]
@@ -106,8 +118,10 @@ class PodExec:
                 cm = self._objs.get((CORE, "configmaps", ns, vol["configMap"]["name"]))
                 if cm is None:
                     raise HttpError(500, "InternalError", f"configmap {vol['configMap']['name']} is missing")
+                local.chmod(0o755)
                 for k, v in (cm.get("data") or {}).items():
                     (local / k).write_text(v)
+                    (local / k).chmod(vol["configMap"].get("defaultMode", 0o644))
                 argv += ["--ro-bind", str(local), vm["mountPath"]]
             elif "emptyDir" in vol:
                 local.mkdir(parents=True, exist_ok=True)

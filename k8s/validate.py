@@ -187,6 +187,14 @@ def lint_pod_spec(where: str, spec: dict) -> list[str]:
 SANDBOX_REQUIRED = "tooldojo.dev/sandbox"
 
 
+# Pod Security Standards, baseline: the capabilities a container may add.
+BASELINE_CAPS = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD", "NET_BIND_SERVICE",
+                 "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
+# A sandbox pod may start as root with these alone: its tool server drops to a uid of its own
+# (sandboxes.kubernetes_backend.SEPARATION_CAPS).
+SEPARATION_CAPS = {"SETUID", "SETGID", "SETPCAP", "KILL"}
+
+
 def lint_sandbox_pod(where: str, spec: dict) -> list[str]:
     """Every hardening control the sandbox backend promises, checked on the rendered pod."""
     problems = []
@@ -205,8 +213,13 @@ def lint_sandbox_pod(where: str, spec: dict) -> list[str]:
             problems.append(f"{name}: capabilities.drop must include ALL")
         if sc.get("privileged"):
             problems.append(f"{name}: must not be privileged")
-        if not (sc.get("runAsNonRoot") or (spec.get("securityContext") or {}).get("runAsNonRoot")):
-            problems.append(f"{name}: runAsNonRoot must be true")
+        added = set((sc.get("capabilities") or {}).get("add") or [])
+        if added - BASELINE_CAPS:
+            problems.append(f"{name}: capabilities.add {sorted(added - BASELINE_CAPS)} is beyond Pod Security baseline")
+        separating = sc.get("runAsUser") == 0 and added and added <= SEPARATION_CAPS
+        if not (sc.get("runAsNonRoot") or (spec.get("securityContext") or {}).get("runAsNonRoot") or separating):
+            problems.append(f"{name}: runAsNonRoot must be true (or a root start holding only "
+                            f"{'/'.join(sorted(SEPARATION_CAPS))}, for the tool server to drop to its own uid)")
         lim = (c.get("resources") or {}).get("limits") or {}
         for r in ("cpu", "memory"):
             if r not in lim:

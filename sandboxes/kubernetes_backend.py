@@ -9,7 +9,9 @@ tool server (`sandboxes/toolserver.py`, shipped in a ConfigMap named after its h
 with python3 works) is started by `exec` and speaks JSON lines over that exec stream, exactly as
 over Docker's attach stream: a tool call is a round trip on one WebSocket, not a new exec.
 
-Pods get the hardened securityContext (non-root 65534, no privilege escalation, every capability
+Pods get the hardened securityContext (commands as non-root 65534; under Pod Security `baseline`, the
+default, the container starts as root with only SETUID/SETGID/SETPCAP/KILL so the tool server can drop
+to 65533 before its first request; no privilege escalation, every other capability
 dropped, read-only root, RuntimeDefault seccomp, no service-account token, no service links),
 size-capped memory-backed emptyDirs for /workspace and /tmp, CPU/memory/ephemeral-storage limits,
 an `activeDeadlineSeconds`, an optional RuntimeClass (gVisor) and a deny-all NetworkPolicy that
@@ -128,6 +130,10 @@ def pod_template(cfg: SandboxConfig, opts: KubernetesOptions, image: str, *, idl
     uid = 65534 if hard.non_root else 0
     run_as = {"runAsNonRoot": True, "runAsUser": uid, "runAsGroup": uid} if hard.non_root else {"runAsUser": 0,
                                                                                                "runAsGroup": 0}
+    if separation(cfg, opts) == "uid":
+        # Root only for the tool server's first instructions (as on docker): it empties the bounding
+        # set and drops to uid 65533 before its first request; commands run as 65534, no capability.
+        run_as = {"runAsNonRoot": False, "runAsUser": 0, "runAsGroup": 0}
     storage = f"{opts.ephemeral_storage_mb}Mi"
     container_sc: dict[str, Any] = {
         "allowPrivilegeEscalation": not hard.no_new_privileges,
@@ -138,6 +144,8 @@ def pod_template(cfg: SandboxConfig, opts: KubernetesOptions, image: str, *, idl
     }
     if hard.drop_capabilities:
         container_sc["capabilities"] = {"drop": ["ALL"]}
+    if separation(cfg, opts) == "uid":
+        container_sc["capabilities"] = {"drop": ["ALL"], "add": list(SEPARATION_CAPS)}
     container = {
         "name": CONTAINER,
         "image": image,
@@ -548,18 +556,33 @@ class KubernetesSandbox(Sandbox):
 
 
 # ------------------------------------------------------------------ start
-def server_config(cfg: SandboxConfig) -> dict[str, Any]:
+# The capabilities a `baseline` pod starts with so that the tool server can drop to a uid of its own
+# (all four are in Pod Security baseline's allowed list; the server keeps none of SETPCAP).
+SEPARATION_CAPS = ("SETUID", "SETGID", "SETPCAP", "KILL")
+
+
+def separation(cfg: SandboxConfig, opts: KubernetesOptions) -> str | None:
+    """As on docker: commands as another uid than the server's. Pod Security `restricted` forbids the
+    root start that needs, and RuntimeDefault seccomp the unshare() a PID namespace needs, so there
+    the server is only non-dumpable; root commands (non_root=False) no uid keeps out either."""
+    hard = cfg.hardening
+    if not hard.isolate_tool_server:
+        return None
+    if opts.pod_security == "baseline" and hard.non_root and hard.drop_capabilities:
+        return "uid"
+    return "non_dumpable"
+
+
+def server_config(cfg: SandboxConfig, opts: KubernetesOptions | None = None) -> dict[str, Any]:
     lim = cfg.limits
     return {"workdir": WORKDIR, "scratch": list(SCRATCH), "max_output_bytes": lim.max_output_bytes,
             "max_request_bytes": lim.max_request_bytes, "max_file_bytes": lim.max_file_bytes,
             "own_pid_namespace": cfg.hardening.kill_on_timeout, "env": dict(ENV),
-            # Pod Security `restricted` forbids a root start (for a second uid) and RuntimeDefault
-            # seccomp the unshare() a PID namespace needs: the server is non-dumpable, and that is all.
-            "separation": "non_dumpable" if cfg.hardening.isolate_tool_server else None}
+            "separation": separation(cfg, opts or options(cfg))}
 
 
-def exec_command(cfg: SandboxConfig) -> list[str]:
-    return ["python3", "-I", "-u", "-c", WRAPPER_SOURCE, TOOLSERVER_DIR, json.dumps(server_config(cfg))]
+def exec_command(cfg: SandboxConfig, opts: KubernetesOptions | None = None) -> list[str]:
+    return ["python3", "-I", "-u", "-c", WRAPPER_SOURCE, TOOLSERVER_DIR, json.dumps(server_config(cfg, opts))]
 
 
 def resolve_k8s_image(cfg: SandboxConfig) -> str:
@@ -610,7 +633,7 @@ async def start(cfg: SandboxConfig) -> KubernetesSandbox:
             handle = PodHandle(client, opts.namespace, name)
         left = cfg.start_timeout_s - (time.monotonic() - t0)
         await run(wait_pod_running, client, opts.namespace, handle.pod, left)
-        ws = await run(functools.partial(client.exec_stream, handle.pod, opts.namespace, exec_command(cfg),
+        ws = await run(functools.partial(client.exec_stream, handle.pod, opts.namespace, exec_command(cfg, opts),
                                          container=CONTAINER))
     except BaseException as e:
         if handle is not None:

@@ -42,7 +42,8 @@ class Hardening(BaseModel):
     kill_on_timeout: bool = Field(True, description="a timed-out exec kills every process in the sandbox")
     isolate_tool_server: bool = Field(
         True, description="exec'd commands cannot trace, signal, read or write the tool server (docker: another "
-                          "uid; local: their own PID namespace; kubernetes: the server is non-dumpable only)")
+                          "uid; local: their own PID namespace; kubernetes: another uid, or with pod_security='restricted' "
+                          "the server is non-dumpable only)")
 
 
 class KubernetesOptions(BaseModel):
@@ -75,6 +76,12 @@ class KubernetesOptions(BaseModel):
     creation_burst: int = Field(20, ge=1, description="creations allowed at once before the rate applies")
     api_qps: float = Field(50.0, gt=0, description="API requests per second from this process")
     max_lifetime_s: int = Field(6 * 3600, ge=60, description="pod activeDeadlineSeconds: a leaked pod dies by then")
+    pod_security: Literal["baseline", "restricted"] = Field(
+        "baseline", description="Pod Security level of the sandbox pods. baseline: the tool server starts as root "
+                                "with only SETUID/SETGID/SETPCAP/KILL and drops to its own uid, so the agent's "
+                                "commands (uid 65534) cannot signal, trace or read it (the docker separation); "
+                                "restricted: never root, the server is only non-dumpable (a command can still "
+                                "signal it, which kills the sandbox)")
     idle_exit_s: int = Field(600, ge=0, description="a bare pod with no tool-server session for this long exits "
                                                     "(0: never); covers owners that die before connecting")
 
@@ -89,6 +96,7 @@ class KubernetesOptions(BaseModel):
             "server": os.environ.get("TOOLDOJO_K8S_SERVER"),
             "runtime_class": os.environ.get("TOOLDOJO_K8S_RUNTIME_CLASS"),
             "use_crds": os.environ.get("TOOLDOJO_K8S_USE_CRDS"),
+            "pod_security": os.environ.get("TOOLDOJO_K8S_POD_SECURITY"),
         }
         return cls(**{k: v for k, v in env.items() if v}, **overrides)
 

@@ -2,10 +2,11 @@
 
     TOOLDOJO_K8S_LIVE=1 TOOLDOJO_K8S_IMAGE=registry/python-with-nothing:3.12 \\
     TOOLDOJO_K8S_JOB_IMAGE=registry/tooldojo:TAG KUBECONFIG=~/.kube/config \\
-        .venv/bin/python -m pytest -m k8s tests/k8s/test_live.py tests/test_conformance.py
+        .venv/bin/python -m pytest tests/k8s/test_live.py tests/test_conformance.py tests/test_reward_hacking.py
 
 (apply k8s/manifests first). The same variable adds the kubernetes backend to the sandbox
-conformance suite (tests/test_conformance.py).
+conformance suite (tests/test_conformance.py) and the reward-hacking suite (tests/test_reward_hacking.py;
+a namespace enforcing Pod Security `restricted` also needs TOOLDOJO_K8S_POD_SECURITY=restricted).
 """
 
 from __future__ import annotations

@@ -61,7 +61,13 @@ def test_pod_is_hardened_and_valid():
     c = spec["containers"][0]
     sc = c["securityContext"]
     assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
-    assert sc["capabilities"] == {"drop": ["ALL"]} and sc["runAsUser"] == 65534 and sc["runAsNonRoot"] is True
+    # baseline (the default): a root start holding only what the tool server needs to drop to its own uid
+    assert sc["capabilities"] == {"drop": ["ALL"], "add": ["SETUID", "SETGID", "SETPCAP", "KILL"]}
+    assert sc["runAsUser"] == 0 and sc["runAsNonRoot"] is False
+    strict = kb.pod_manifest(cfg, opts.model_copy(update={"pod_security": "restricted"}), "img:1", "p")
+    ssc = strict["spec"]["containers"][0]["securityContext"]
+    assert ssc["capabilities"] == {"drop": ["ALL"]} and ssc["runAsUser"] == 65534 and ssc["runAsNonRoot"] is True
+    assert validate_all([strict], "1.37") == [] and lint_sandbox_pod("pod", strict["spec"]) == []
     assert spec["automountServiceAccountToken"] is False and spec["enableServiceLinks"] is False
     assert spec["runtimeClassName"] == "gvisor" and spec["activeDeadlineSeconds"] == opts.max_lifetime_s
     assert c["resources"]["limits"]["memory"] == "512Mi" and c["resources"]["limits"]["cpu"] == "2000m"
@@ -72,16 +78,53 @@ def test_pod_is_hardened_and_valid():
     assert kb.network_policy(NS)["spec"]["podSelector"] == {"matchLabels": {kb.EGRESS_LABEL: "deny"}}
 
 
-def test_the_tool_server_is_separated_within_pod_security_restricted():
-    """Pod Security `restricted` stays (the lint and schema hold); the exec'd server makes itself
-    non-dumpable, the one separation a restricted pod allows (issue 21); loosening it is visible."""
-    opts = KubernetesOptions(namespace=NS)
-    for hardening, mode in ((Hardening(), "non_dumpable"), (Hardening(isolate_tool_server=False), None)):
-        cfg = SandboxConfig(backend="kubernetes", hardening=hardening)
+def test_the_tool_server_is_separated_in_every_pod_security_level():
+    """Issue 21: baseline pods (the default) separate by uid as docker does; `restricted` pods only
+    make the server non-dumpable; both pass the schema and the lint, and loosening it is visible."""
+    for pod_security, hardening, mode in (("baseline", Hardening(), "uid"),
+                                          ("restricted", Hardening(), "non_dumpable"),
+                                          ("baseline", Hardening(non_root=False), "non_dumpable"),
+                                          ("baseline", Hardening(isolate_tool_server=False), None)):
+        opts = KubernetesOptions(namespace=NS, pod_security=pod_security)
+        cfg = SandboxConfig(backend="kubernetes", hardening=hardening, kubernetes=opts)
         pod = kb.pod_manifest(cfg, opts, "img:1", "p")
-        assert validate_all([pod], "1.37") == [] and lint_sandbox_pod("pod", pod["spec"]) == []
-        cmd = kb.exec_command(cfg)
-        assert json.loads(cmd[-1])["separation"] == mode
+        if hardening.non_root:
+            assert validate_all([pod], "1.37") == [] and lint_sandbox_pod("pod", pod["spec"]) == []
+        else:  # loosened: visible to the lint
+            assert any("runAsNonRoot" in p for p in validate_all([pod], "1.37"))
+        assert json.loads(kb.exec_command(cfg, opts)[-1])["separation"] == mode
+    # a root start with any other capability is not the separation's: the lint says so
+    opts = KubernetesOptions(namespace=NS)
+    pod = kb.pod_manifest(SandboxConfig(backend="kubernetes"), opts, "img:1", "p")
+    pod["spec"]["containers"][0]["securityContext"]["capabilities"]["add"].append("SYS_ADMIN")
+    assert any("SYS_ADMIN" in p and "baseline" in p for p in lint_sandbox_pod("pod", pod["spec"]))
+    assert any("runAsNonRoot" in p for p in lint_sandbox_pod("pod", pod["spec"]))
+
+
+@pytest.mark.skipif(__import__("os").geteuid() != 0, reason="the fake API server starts a root container only as root")
+def test_commands_cannot_signal_the_tool_server_in_a_baseline_pod(need_bwrap, fake):
+    """On the fake (which honours the container's runAsUser 0 and added capabilities): the server runs
+    as 65533 with no capability a command could use, commands as 65534, and a command's SIGKILL
+    to the server is refused; with `restricted` the same kill ends the sandbox (typed, never a hang)."""
+    async def main():
+        async with await open_sandbox(cfg_for(fake)) as sb:
+            assert (await sb.call_tool("kv_set", {"key": "a", "value": "1"})).ok
+            r = await sb.exec("id -u; for p in /proc/[0-9]*; do "
+                              "grep -q toolserver $p/cmdline 2>/dev/null && grep ^Uid: $p/status && "
+                              "kill -KILL ${p#/proc/}; echo kill=$?; done", timeout=10)
+            lines = r.stdout.split("\n")
+            assert lines[0] == "65534", r
+            assert any(line.split()[1:3] == ["65533", "65533"] for line in lines if line.startswith("Uid:")), r
+            assert "kill=1" in r.stdout and "kill=0" not in r.stdout, r
+            assert (await sb.call_tool("kv_get", {"key": "a"})).output == {"key": "a", "value": "1"}
+        with pytest.raises((SandboxDead, SandboxStartError, Exception)) as e:
+            async with await open_sandbox(cfg_for(fake, pod_security="restricted")) as sb:
+                await sb.exec("for p in /proc/[0-9]*; do grep -q toolserver $p/cmdline 2>/dev/null && "
+                              "kill -KILL ${p#/proc/}; done; sleep 1", timeout=10)
+                await sb.call_tool("kv_get", {"key": "a"})
+        assert isinstance(e.value, SandboxDead), repr(e.value)
+
+    anyio.run(main)
 
 
 def test_loosened_hardening_is_visible_to_the_lint():
