@@ -271,3 +271,35 @@ def test_ctrl_c_before_a_command_runs_is_one_line(monkeypatch, capsys):
         assert e.code == 130 and capsys.readouterr().err == "interrupted\n"
     else:
         pytest.fail("main() returned after an interrupt")
+
+
+@pytest.mark.parametrize("backend", ["local", "docker"])
+def test_ctrl_c_during_sandbox_exec_is_one_line(backend):
+    """Ctrl-C reaches the whole process group (dojo, bwrap or the docker client, the command): the
+    user sees `interrupted` and exit 130, no asyncio child-watcher warning ("Unknown child process")."""
+    from conftest import require
+
+    require(backend)
+    marker = f"{30 + os.getpid() % 1000 / 1000:.3f}"  # `sleep 30.NNN`: this test's command, seen in /proc
+
+    def running() -> bool:
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                if cmdline.read_bytes() == f"sleep\0{marker}\0".encode():
+                    return True
+            except OSError:
+                continue
+        return False
+
+    p = _dojo("sandbox", "exec", "-b", backend, f"sleep {marker}", start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not running():
+            assert p.poll() is None and time.monotonic() < deadline, p.communicate()
+            time.sleep(0.1)
+        os.killpg(p.pid, signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert p.returncode == 130 and err == "interrupted\n", (p.returncode, err)
