@@ -53,7 +53,7 @@ from trl import GRPOTrainer
 log = logging.getLogger("tooldojo.rl.shared_prefix")
 
 __all__ = ["SUPPORTED_ATTENTION", "Packing", "SharedPrefixGRPOTrainer", "find_groups", "pack_groups",
-           "segment_mask", "shared_prefix_logps"]
+           "segment_mask", "shared_prefix_logps", "trainer_class"]
 
 SUPPORTED_ATTENTION = ("sdpa", "eager", "flex_attention")
 IGNORE = -100
@@ -220,6 +220,11 @@ def shared_prefix_logps(model, input_ids: torch.Tensor, attention_mask: torch.Te
 
     return (assembled([p for _, p, _ in pieces]),
             assembled([e for _, _, e in pieces]) if compute_entropy else None)
+
+
+def trainer_class(shared_prefix: bool) -> type[GRPOTrainer]:
+    """The trainer ``rl.trainer.build_trainer`` builds: TRL's own where the switch is off."""
+    return SharedPrefixGRPOTrainer if shared_prefix else GRPOTrainer
 
 
 class SharedPrefixGRPOTrainer(GRPOTrainer):
