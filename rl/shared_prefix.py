@@ -251,6 +251,22 @@ class SharedPrefixGRPOTrainer(GRPOTrainer):
             said.add(why)
             log.info("shared-prefix forward not applied, scoring repeated rows: %s", why)
 
+    def _record_tokens(self, input_ids, attention_mask, logits_to_keep: int, groups: list[list[int]]) -> None:
+        """Logs ``shared_prefix/forward_token_fraction``: the packed forward's tokens over TRL's rows'."""
+        lp = input_ids.size(1) - logits_to_keep
+        cm = attention_mask[:, lp:].bool()
+        cols = torch.arange(logits_to_keep, device=cm.device)
+        kept = int(torch.where(cm, cols + 1, torch.zeros_like(cols)).amax(dim=1).sum())
+        prompts = int(attention_mask[[g[0] for g in groups], :lp].sum())
+        packed = prompts - len(groups) + kept + input_ids.size(0)
+        fraction = packed / input_ids.numel()
+        if not self.__dict__.get("_shared_prefix_applied"):
+            self._shared_prefix_applied = True
+            log.info("shared-prefix forward: %d rows in %d groups, %d forward tokens instead of %d (%.0f%%)",
+                     input_ids.size(0), len(groups), packed, input_ids.numel(), 100 * fraction)
+        self._metrics["train" if self.model.training else "eval"]["shared_prefix/forward_token_fraction"].append(
+            fraction)
+
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep,
                                            batch_size=None, compute_entropy=False, compute_aux_loss=False,
                                            **extra):
@@ -272,6 +288,7 @@ class SharedPrefixGRPOTrainer(GRPOTrainer):
             self._fallback(why)
             return repeated()
         impl = self.accelerator.unwrap_model(model).config._attn_implementation
+        self._record_tokens(input_ids, attention_mask, logits_to_keep, groups)
         logps, ents = shared_prefix_logps(model, input_ids, attention_mask, logits_to_keep, groups,
                                           attn_impl=impl, compute_entropy=compute_entropy, max_rows=batch_size,
                                           autocast=self.accelerator.autocast)

@@ -224,3 +224,29 @@ def test_two_process_ddp_gradients_match(tiny, tmp_path):
     for r in ranks.values():
         assert r["params"] > 0 and r["max_rel_grad_diff"] <= TOL and r["rel_loss_diff"] <= TOL
         assert r["ranks_differ"]   # each rank saw its own data, so the all-reduce mattered
+
+
+def test_the_switch_picks_the_trainer_and_is_on_by_default(tmp_path):
+    from trl import GRPOTrainer
+
+    from rl.config import load_config
+    from rl.shared_prefix import trainer_class
+
+    cfg = load_config(ROOT / "examples" / "train_tiny.yaml", [])
+    assert cfg.trainer.shared_prefix is True
+    off = load_config(ROOT / "examples" / "train_tiny.yaml", ["trainer.shared_prefix=false"])
+    assert off.trainer.shared_prefix is False
+    assert trainer_class(True) is SharedPrefixGRPOTrainer and trainer_class(False) is GRPOTrainer
+
+
+def test_an_applied_forward_is_logged_once_and_metered(trainer, caplog):
+    batch = make_batch(trainer.model.config.vocab_size, trainer.processing_class.pad_token_id)
+    caplog.set_level(logging.INFO, logger="tooldojo.rl.shared_prefix")
+    trainer.__dict__.pop("_shared_prefix_applied", None)
+    trainer._metrics["train"].pop("shared_prefix/forward_token_fraction", None)
+    for _ in range(2):
+        logps_both(trainer, batch)
+    said = [r.message for r in caplog.records if r.message.startswith("shared-prefix forward:")]
+    assert len(said) == 1 and f"{3 * G} rows in 2 groups" in said[0]
+    fractions = trainer._metrics["train"]["shared_prefix/forward_token_fraction"]
+    assert len(fractions) == 2 and 0 < fractions[0] < 1
