@@ -185,6 +185,11 @@ def _chunks(groups: list[list[int]], max_rows: int) -> list[list[list[int]]]:
     return out
 
 
+def _take(x: torch.Tensor, src: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:
+    """``x``'s values at the flat indices ``src`` where ``kept``, else 0 (differentiable)."""
+    return torch.where(kept, x.reshape(-1)[src], torch.zeros((), dtype=x.dtype, device=x.device))
+
+
 def shared_prefix_logps(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int,
                         groups: list[list[int]], *, attn_impl: str, compute_entropy: bool = False,
                         max_rows: int | None = None, autocast: Callable = nullcontext,
@@ -206,11 +211,8 @@ def shared_prefix_logps(model, input_ids: torch.Tensor, attention_mask: torch.Te
         T = pk.input_ids.size(1)
         src = pk.row[idx, None] * T + (pk.start[idx, None] + cols).clamp(max=T - 1)
         kept = cols < pk.extent[idx, None]
-
-        def take(x: torch.Tensor) -> torch.Tensor:
-            return torch.where(kept, x.reshape(-1)[src], torch.zeros((), dtype=x.dtype, device=x.device))
-
-        pieces.append((members, take(out.log_probs), take(out.entropy) if compute_entropy else None))
+        pieces.append((members, _take(out.log_probs, src, kept),
+                       _take(out.entropy, src, kept) if compute_entropy else None))
     # assemble in the original row order (index_put keeps the graph)
     order = torch.tensor([b for m, _, _ in pieces for b in m], device=input_ids.device)
 

@@ -32,7 +32,7 @@ gen = torch.Generator().manual_seed(10 + rank)
 rows = []
 for g in range(2):
     prompt = torch.randint(300, vocab, (P - 3 * g,), generator=gen)
-    for i in range(G):
+    for _ in range(G):
         n = int(torch.randint(1, M + 1, (1,), generator=gen))
         pid = torch.cat([torch.zeros(P - len(prompt), dtype=torch.long), prompt])
         pm = (pid != 0).long() if g else torch.ones(P, dtype=torch.long)
