@@ -183,6 +183,10 @@ def rollout_generate_seconds(log_history: list[dict[str, Any]]) -> tuple[float, 
     return gen, roll
 
 
+def _mean(xs: list[float]) -> float | None:
+    return round(sum(xs) / len(xs), 4) if xs else None
+
+
 # ------------------------------------------------------------------------------------ one variant
 def variant_job(spec: dict[str, Any]) -> dict[str, Any]:
     """Train one variant from the shared checkpoint; the whole RL stage timed, phases broken down."""
@@ -224,6 +228,9 @@ def variant_job(spec: dict[str, Any]) -> dict[str, Any]:
         "peak_rss_children_gib": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20, 3),
         "phase_calls": dict(sorted(phases.count.items())),
         "learning_rate": g.learning_rate, "num_generations": g.num_generations,
+        # the shared-prefix forward's tokens over TRL's repeated rows' (absent where it was off)
+        "forward_token_fraction": _mean([h["shared_prefix/forward_token_fraction"] for h in res.log_history
+                                         if "shared_prefix/forward_token_fraction" in h]),
         "mean_reward": round(sum(rewards) / len(rewards), 4) if rewards else None,
         "mean_solved": round(sum(solved) / len(solved), 4) if solved else None,
     }

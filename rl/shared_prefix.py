@@ -20,7 +20,9 @@ The mask goes to the model as transformers 5.x takes a custom mask: a 4D tensor 
 (``masking_utils._preprocess_mask_arguments``), boolean for ``sdpa``, additive for ``eager``; a
 ``BlockMask`` for ``flex_attention``. Other attention functions (flash-attention's varlen kernels,
 paged attention) get the repeated path, as do multimodal inputs, MoE auxiliary losses and a
-micro-batch in which no two rows share a prompt; each reason is logged once.
+micro-batch in which no two rows share a prompt; each reason is logged once. Where a generation
+batch is split into several micro-batches (``steps_per_generation`` > 1), TRL's row shuffle
+would scatter each group over them; this trainer shuffles whole groups instead.
 
 Why not the ``prefix-grouper`` package (0.0.1.post1, what verl's ``use_prefix_grouper`` uses):
 
@@ -41,19 +43,21 @@ Why not the ``prefix-grouper`` package (0.0.1.post1, what verl's ``use_prefix_gr
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from trl import GRPOTrainer
+from trl.trainer.utils import shuffle_sequence_dict as trl_shuffle
 
 log = logging.getLogger("tooldojo.rl.shared_prefix")
 
 __all__ = ["SUPPORTED_ATTENTION", "Packing", "SharedPrefixGRPOTrainer", "find_groups", "pack_groups",
-           "segment_mask", "shared_prefix_logps", "trainer_class"]
+           "segment_mask", "shared_prefix_logps", "shuffle_whole_groups", "trainer_class"]
 
 SUPPORTED_ATTENTION = ("sdpa", "eager", "flex_attention")
 IGNORE = -100
@@ -224,6 +228,39 @@ def shared_prefix_logps(model, input_ids: torch.Tensor, attention_mask: torch.Te
             assembled([e for _, _, e in pieces]) if compute_entropy else None)
 
 
+def shuffle_whole_groups(seq_dict: dict[str, Any], group: int) -> dict[str, Any]:
+    """TRL's ``shuffle_sequence_dict``, permuting whole groups of ``group`` consecutive rows (a
+    generation batch holds each prompt's completions side by side), so that every micro-batch
+    split from it holds whole groups. Dr. GRPO sums a generation batch's micro-batch losses with
+    one constant normaliser, so which rows share a micro-batch does not change the gradient."""
+    n = len(next(v for v in seq_dict.values() if v is not None))
+    if group < 2 or n % group:
+        return trl_shuffle(seq_dict)
+    perm = (torch.randperm(n // group)[:, None] * group + torch.arange(group)).reshape(-1)
+
+    def permute(v: Any) -> Any:
+        if v is None or (isinstance(v, torch.Tensor) and v.ndim == 0):
+            return v
+        if isinstance(v, torch.Tensor):
+            return v[perm.to(v.device)]
+        return [v[i] for i in perm.tolist()]
+
+    return {k: permute(v) for k, v in seq_dict.items()}
+
+
+@contextmanager
+def _group_shuffle(group: int):
+    """TRL's ``_prepare_inputs`` shuffles rows before splitting the generation batch into
+    micro-batches, which scatters a group over them; for its duration, shuffle whole groups."""
+    import trl.trainer.grpo_trainer as grpo_module
+
+    grpo_module.shuffle_sequence_dict = functools.partial(shuffle_whole_groups, group=group)
+    try:
+        yield
+    finally:
+        grpo_module.shuffle_sequence_dict = trl_shuffle
+
+
 def trainer_class(shared_prefix: bool) -> type[GRPOTrainer]:
     """The trainer ``rl.trainer.build_trainer`` builds: TRL's own where the switch is off."""
     return SharedPrefixGRPOTrainer if shared_prefix else GRPOTrainer
@@ -268,6 +305,12 @@ class SharedPrefixGRPOTrainer(GRPOTrainer):
                      input_ids.size(0), len(groups), packed, input_ids.numel(), 100 * fraction)
         self._metrics["train" if self.model.training else "eval"]["shared_prefix/forward_token_fraction"].append(
             fraction)
+
+    def _prepare_inputs(self, generation_batch):
+        if not self.shared_prefix or self.args.steps_per_generation < 2:
+            return super()._prepare_inputs(generation_batch)
+        with _group_shuffle(self.num_generations):
+            return super()._prepare_inputs(generation_batch)
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep,
                                            batch_size=None, compute_entropy=False, compute_aux_loss=False,

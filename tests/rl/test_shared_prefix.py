@@ -250,3 +250,26 @@ def test_an_applied_forward_is_logged_once_and_metered(trainer, caplog):
     assert len(said) == 1 and f"{3 * G} rows in 2 groups" in said[0]
     fractions = trainer._metrics["train"]["shared_prefix/forward_token_fraction"]
     assert len(fractions) == 2 and 0 < fractions[0] < 1
+
+
+def test_a_generation_batch_is_shuffled_in_whole_groups():
+    """Micro-batches split from a generation batch keep whole groups (TRL shuffles single rows)."""
+    import trl.trainer.grpo_trainer as grpo_module
+
+    from rl.shared_prefix import _group_shuffle, shuffle_whole_groups
+
+    rows = torch.arange(24).reshape(24, 1)
+    batch = {"prompt_ids": rows // G, "names": [f"r{i}" for i in range(24)], "none": None,
+             "num_items_in_batch": torch.tensor(7)}
+    torch.manual_seed(0)
+    out = shuffle_whole_groups(batch, G)
+    order = out["prompt_ids"].reshape(-1)
+    assert sorted(order.tolist()) == sorted((rows // G).reshape(-1).tolist())
+    assert order.tolist() != (rows // G).reshape(-1).tolist()          # it did shuffle
+    for chunk in order.split(G):                                          # ...in whole groups
+        assert len(set(chunk.tolist())) == 1
+    assert out["names"][0] == f"r{int(order[0]) * G}" and out["none"] is None and int(out["num_items_in_batch"]) == 7
+    before = grpo_module.shuffle_sequence_dict
+    with _group_shuffle(G):
+        assert grpo_module.shuffle_sequence_dict is not before
+    assert grpo_module.shuffle_sequence_dict is before
