@@ -20,7 +20,8 @@ max|shared - repeated| / max|repeated|). Peak memory per path: CUDA's max alloca
 the process's peak RSS (VmHWM, reset between paths through /proc/self/clear_refs).
 
 The last stdout line is one JSON object: ``speedup`` = repeated / shared update-step seconds
-(median over all timed steps), tokens/s (the batch's prompt+completion tokens as TRL counts them,
+(median over all timed steps), ``fwd_bwd_speedup`` the same for forward+backward alone (the
+optimizer step costs the same either way), seconds per phase, tokens/s (the batch's prompt+completion tokens as TRL counts them,
 per update-step second), forward tokens per path, peak memory, the machine's load average.
 """
 
@@ -182,18 +183,27 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     result["forward_tokens"] = {"repeated": int(ids.numel()), "shared": int(pk.input_ids.numel())}
     result["batch_tokens"] = tokens
 
-    def step() -> float:
+    def sync() -> float:
         if cuda:
             torch.cuda.synchronize()
-        t0 = time.perf_counter()
+        return time.perf_counter()
+
+    def step(name: str | None = None) -> float:
+        t0 = sync()
         loss = t.compute_loss(t.model, batch)
+        t1 = sync()
         t.accelerator.backward(loss)
+        t2 = sync()
         opt.step()
         opt.zero_grad(set_to_none=True)
-        if cuda:
-            torch.cuda.synchronize()
-        return time.perf_counter() - t0
+        t3 = sync()
+        if name:
+            for phase, s in (("forward", t1 - t0), ("backward", t2 - t1), ("optimizer", t3 - t2)):
+                phases[name][phase].append(s)
+        return t3 - t0
 
+    phases: dict[str, dict[str, list[float]]] = {k: {"forward": [], "backward": [], "optimizer": []}
+                                                 for k in ("repeated", "shared")}
     times: dict[str, list[float]] = {"repeated": [], "shared": []}
     peak: dict[str, float] = {"repeated": 0.0, "shared": 0.0}
     for r in range(args.repeats):
@@ -202,7 +212,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             reset_peak()
             step()  # warm-up (allocator, kernels)
             for _ in range(args.steps):
-                times[name].append(step())
+                times[name].append(step(name))
             peak[name] = max(peak[name], peak_gib())
             log(f"round {r + 1}/{args.repeats} {name}: {statistics.median(times[name][-args.steps:]):.3f} s/step")
     med = {k: statistics.median(v) for k, v in times.items()}
@@ -210,12 +220,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "update_step_s": {k: round(v, 4) for k, v in med.items()},
         "update_step_s_all": {k: [round(x, 4) for x in v] for k, v in times.items()},
         "tokens_per_s": {k: round(tokens / v, 1) for k, v in med.items()},
+        # medians per phase (synchronised between phases): the optimizer step does not depend on the tokens
+        "phase_s": {k: {ph: round(statistics.median(v), 4) for ph, v in d.items()} for k, d in phases.items()},
         "peak_mem_gib": {k: round(v, 3) for k, v in peak.items()},
         "peak_mem_kind": "cuda max_memory_allocated" if cuda else "process VmHWM (RSS)",
         "speedup": round(med["repeated"] / med["shared"], 3),
         "speedup_per_round": [round(statistics.median(times["repeated"][i:i + args.steps])
                                     / statistics.median(times["shared"][i:i + args.steps]), 3)
                               for i in range(0, len(times["shared"]), args.steps)],
+        "fwd_bwd_speedup": round(
+            statistics.median([f + b for f, b in zip(phases["repeated"]["forward"], phases["repeated"]["backward"],
+                                                      strict=True)])
+            / statistics.median([f + b for f, b in zip(phases["shared"]["forward"], phases["shared"]["backward"],
+                                                       strict=True)]), 3),
         "load_after": os.getloadavg(), "cpus": os.cpu_count(), "threads": torch.get_num_threads(),
     })
     return result

@@ -273,3 +273,16 @@ def test_a_generation_batch_is_shuffled_in_whole_groups():
     with _group_shuffle(G):
         assert grpo_module.shuffle_sequence_dict is not before
     assert grpo_module.shuffle_sequence_dict is before
+
+
+def test_in_float64_the_difference_is_rounding_only(trainer):
+    """The float32 differences above are summation order: with the model in float64 the two paths'
+    log-probs (which TRL's fused head returns in float32) agree to 1e-12 (here: exactly)."""
+    batch = make_batch(trainer.model.config.vocab_size, trainer.processing_class.pad_token_id, seed=2)
+    trainer.model.double()
+    try:
+        with torch.no_grad():
+            (lp_s, ent_s, _), (lp_r, ent_r, _), mask = logps_both(trainer, batch)
+    finally:
+        trainer.model.float()
+    assert rel(lp_s[mask], lp_r[mask]) <= 1e-12 and rel(ent_s[mask], ent_r[mask]) <= 1e-12
