@@ -18,7 +18,9 @@ per step: ``trainer_build`` (model, optimizer, vLLM engine start), ``engine_star
 sandboxes, the episode loop and rewards; ``gold_replay`` sums the gold-state replays' own time),
 ``old_logprobs`` (TRL's no-grad forward for the importance-sampling ratio), ``train_forward``,
 ``backward``, ``optimizer`` and ``save``. The ratio of the fast variant's episodes/s to today's
-is the result. The last stdout line is one JSON object.
+is the result; ``fwd_bwd_speedup`` is the same ratio for the trainer's forward+backward seconds per
+step (e.g. ``--variant "repeated:train.trainer.shared_prefix=false" --variant "shared:"``). Per
+variant also the peak RSS of its process. The last stdout line is one JSON object.
 
 The primed checkpoint and tasks come from the demo's own stages (bench/_stages.py: base model,
 tasks, priming traces, SFT), built once into ``--out`` (reused when already there), or given with
@@ -31,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import sys
 import tempfile
@@ -81,6 +84,7 @@ class Phases:
         self.count: dict[str, int] = {}
         self.by_step: list[dict[str, float]] = []
         self.current: dict[str, float] = {}
+        self.active: set[str] = set()
 
     def add(self, name: str, seconds: float) -> None:
         self.total[name] = self.total.get(name, 0.0) + seconds
@@ -112,10 +116,14 @@ class Phases:
 
         @functools.wraps(original)
         def timed(*args: Any, **kw: Any) -> Any:
+            if name in phases.active:  # a wrapped override calling its wrapped base: timed once, outermost
+                return original(*args, **kw)
+            phases.active.add(name)
             t0 = time.perf_counter()
             try:
                 return original(*args, **kw)
             finally:
+                phases.active.discard(name)
                 phases.add(name_of(*args, **kw) if name_of else name, time.perf_counter() - t0)
 
         setattr(owner, attr, timed)
@@ -138,8 +146,11 @@ def install_timers(phases: Phases) -> Any:
     phases.wrap(ro.MultiTurnRollout, "__enter__", "sandbox_pool_start")
     phases.wrap(ro.MultiTurnRollout, "run", "rollout")
     phases.wrap(rv.GoldCache, "compute", "gold_replay_summed", is_async=True)
-    phases.wrap(GRPOTrainer, "_get_per_token_logps_and_entropies", "forward",
-                name_of=lambda *a, **k: "train_forward" if torch.is_grad_enabled() else "old_logprobs")
+    from rl.shared_prefix import SharedPrefixGRPOTrainer
+
+    for cls in (GRPOTrainer, SharedPrefixGRPOTrainer):  # the shared-prefix trainer overrides the forward
+        phases.wrap(cls, "_get_per_token_logps_and_entropies", "forward",
+                    name_of=lambda *a, **k: "train_forward" if torch.is_grad_enabled() else "old_logprobs")
     phases.wrap(Accelerator, "backward", "backward")
     phases.wrap(Trainer, "_save", "save")
 
@@ -172,6 +183,10 @@ def rollout_generate_seconds(log_history: list[dict[str, Any]]) -> tuple[float, 
     return gen, roll
 
 
+def _mean(xs: list[float]) -> float | None:
+    return round(sum(xs) / len(xs), 4) if xs else None
+
+
 # ------------------------------------------------------------------------------------ one variant
 def variant_job(spec: dict[str, Any]) -> dict[str, Any]:
     """Train one variant from the shared checkpoint; the whole RL stage timed, phases broken down."""
@@ -199,6 +214,7 @@ def variant_job(spec: dict[str, Any]) -> dict[str, Any]:
     gen_by_step = [float(h["rollout/generate_s"]) for h in res.log_history if "rollout/generate_s" in h]
     if len(gen_by_step) == len(steps) and steady:
         per_step["generate"] = round(sum(gen_by_step[1:] or gen_by_step) / len(steady), 3)
+    fwd_bwd = round(sum(per_step.get(k, 0.0) for k in ("old_logprobs", "train_forward", "backward")), 3)
     rewards = [h["reward"] for h in res.log_history if "reward" in h]
     solved = [h["episode/solved"] for h in res.log_history if "episode/solved" in h]
     return {
@@ -206,8 +222,15 @@ def variant_job(spec: dict[str, Any]) -> dict[str, Any]:
         "episodes_per_step": g.per_device_train_batch_size * g.gradient_accumulation_steps,
         "episodes_per_s": round(episodes / wall, 4), "s_per_episode": round(wall / max(1, episodes), 4),
         "in_loop_s": round(sum(s["step"] for s in steps), 2), "phase_s": totals, "per_step_s": per_step,
+        "fwd_bwd_s_per_step": fwd_bwd,  # old-logprob forward + training forward + backward, steady state
+        # peak RSS of the trainer process (vLLM's colocated engine included) and of its ended children, GiB
+        "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 3),
+        "peak_rss_children_gib": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20, 3),
         "phase_calls": dict(sorted(phases.count.items())),
         "learning_rate": g.learning_rate, "num_generations": g.num_generations,
+        # the shared-prefix forward's tokens over TRL's repeated rows' (absent where it was off)
+        "forward_token_fraction": _mean([h["shared_prefix/forward_token_fraction"] for h in res.log_history
+                                         if "shared_prefix/forward_token_fraction" in h]),
         "mean_reward": round(sum(rewards) / len(rewards), 4) if rewards else None,
         "mean_solved": round(sum(solved) / len(solved), 4) if solved else None,
     }
@@ -333,6 +356,13 @@ def main(argv: list[str] | None = None) -> int:
             paired = [f["episodes_per_s"] / b["episodes_per_s"]
                       for b, f in zip(summary[base]["runs"], summary[fast]["runs"], strict=False)]
             result["speedup_per_round"] = [round(x, 3) for x in paired]
+            fb = {n: [r["fwd_bwd_s_per_step"] for r in summary[n]["runs"]] for n in (base, fast)}
+            if all(fb.values()) and min(fb[fast]) > 0:
+                # forward+backward: the trainer's share, where a shared-prefix forward acts
+                result["fwd_bwd_s_per_step"] = {n: round(sum(v) / len(v), 3) for n, v in fb.items()}
+                result["fwd_bwd_speedup"] = round(result["fwd_bwd_s_per_step"][base]
+                                                  / result["fwd_bwd_s_per_step"][fast], 3)
+                result["fwd_bwd_speedup_per_round"] = [round(b / f, 3) for b, f in zip(fb[base], fb[fast], strict=False)]
         result["settings"] = {"base_overrides": base_overrides, "threads": threads, "repeats": args.repeats,
                               "prepare": {k: v for k, v in prep.items() if k not in ("log_tail",)}}
     except RuntimeError:

@@ -43,8 +43,9 @@ def peak_mem_gb() -> float:
 
 
 # ------------------------------------------------------------------ models
-def build_05b_model(out: Path, seed: int = 0) -> Path:
-    """A random-init ~0.5B Qwen2 with the tiny model's tokenizer and chat template (reused as is)."""
+def build_05b_model(out: Path, seed: int = 0, tokenizer_dir: Path | None = None) -> Path:
+    """A random-init ~0.5B Qwen2 with the tiny model's tokenizer and chat template (reused as is;
+    ``tokenizer_dir``: a built tiny model's folder to take them from)."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -53,7 +54,7 @@ def build_05b_model(out: Path, seed: int = 0) -> Path:
     done = out / "bench-model.json"
     if done.exists() and json.loads(done.read_text()).get("shape") == QWEN_05B:
         return out
-    tiny = build_tiny_model()
+    tiny = Path(tokenizer_dir) if tokenizer_dir is not None else build_tiny_model()
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)

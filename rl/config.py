@@ -235,6 +235,16 @@ class RunConfig(_Section):
     resume: bool | str = Field(False, description="true: the latest checkpoint in output_dir; a path: that checkpoint")
 
 
+class TrainerConfig(_Section):
+    """How the trainer computes the loss it is given (not what it optimises)."""
+
+    shared_prefix: bool = Field(
+        True, description="score each group's prompt once, its completions attending to it through a shared-prefix "
+                          "mask (rl.shared_prefix): the same log-probs and gradients, fewer tokens; where it cannot "
+                          "apply (no shared prompt, an attention function without custom masks) the repeated rows "
+                          "are scored, logged once")
+
+
 class TrainConfig(_Section):
     model: ModelConfig
     data: DataConfig = Field(default_factory=DataConfig)
@@ -242,6 +252,7 @@ class TrainConfig(_Section):
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     reward: RewardConfig = Field(default_factory=RewardConfig.default)
     run: RunConfig = Field(default_factory=RunConfig)
+    trainer: TrainerConfig = Field(default_factory=TrainerConfig)
 
     @property
     def is_dr_grpo(self) -> bool:

@@ -10,7 +10,8 @@
    sandboxed episode (scripted or LLM user, the task's tools, the :mod:`rewards` composite).
    With ``rollout.use_vllm`` TRL's colocated vLLM engine generates; TRL's weight sync into it is
    replaced by :mod:`rl.vllm_sync` (vLLM's CPU backend cannot take TRL's ``load_weights``).
-4. ``GRPOTrainer`` with Dr. GRPO's settings (``rl.config.to_grpo_config``) optimises.
+4. ``GRPOTrainer`` with Dr. GRPO's settings (``rl.config.to_grpo_config``) optimises; with
+   ``trainer.shared_prefix`` (default) it scores each group's prompt once (:mod:`rl.shared_prefix`).
 """
 
 from __future__ import annotations
@@ -88,9 +89,8 @@ def _load_tokenizer(path: str):
 def build_trainer(cfg: TrainConfig, run_dir: Path, rollout: Any, tokenizer: Any, model_path: str,
                   callbacks: list[Any] | None = None, **grpo_extra: Any):
     """The ``GRPOTrainer`` for ``cfg`` whose ``rollout_func`` is ``rollout`` (entered)."""
-    from trl import GRPOTrainer
-
     from rl.run import configure_logging, trainer_kwargs
+    from rl.shared_prefix import trainer_class
 
     configure_logging(cfg, run_dir)  # trackio and tensorboard write under run_dir, trackio stays local
     # The dataset comes in our own seeded order (MultiTurnRollout.dataset): a prefix that does not
@@ -115,7 +115,7 @@ def build_trainer(cfg: TrainConfig, run_dir: Path, rollout: Any, tokenizer: Any,
     # one epoch for the whole run: prompts per optimizer step (all processes) x steps (see MultiTurnRollout.dataset)
     prompts = args.max_steps * args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
     dataset = rollout.dataset(prompts // args.num_generations + 1, seed=cfg.run.seed, shuffle=cfg.data.shuffle)
-    trainer = GRPOTrainer(model=model_path, reward_funcs=[rollout.reward_func], args=args,
+    trainer = trainer_class(cfg.trainer.shared_prefix)(model=model_path, reward_funcs=[rollout.reward_func], args=args,
                           train_dataset=dataset, processing_class=tokenizer, rollout_func=rollout,
                           callbacks=callbacks or [])
     if args.world_size > 1 and args.device.type == "cpu":
