@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sandboxes.cli import one_line_errors
+from toolzoo.domain_dirs import HELP as DOMAIN_DIR_HELP
 
 app = typer.Typer(help="Synthesize tools from the seed zoo.", no_args_is_help=True)
 console = Console()
@@ -107,12 +108,16 @@ def tasks_cmd(
     domains: str = typer.Option(None, "--domains", help="comma-separated seed domains (default: all)"),
     backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
     sandboxes: int = typer.Option(4, "--sandboxes", min=1, help="sandboxes working in parallel"),
+    domain_dir: list[str] = typer.Option(None, "--domain-dir", metavar="DIR", help=DOMAIN_DIR_HELP),
 ) -> None:
     """Synthesize verifiable tasks (APIGen-MT blueprints: instruction, gold actions, expected outputs),
-    each validated by replaying its gold actions twice in fresh sandboxes."""
+    each validated by replaying its gold actions twice in fresh sandboxes. With --domain-dir and no
+    --domains, the tasks are in the folders' domains."""
     from synth.tasks import export_tasks, synthesize_tasks
+    from toolzoo.domain_dirs import use
 
-    names = [d.strip() for d in domains.split(",") if d.strip()] if domains else None
+    mine = use(domain_dir)
+    names = [d.strip() for d in domains.split(",") if d.strip()] if domains else (mine or None)
     with Progress(TextColumn("[bold]tasks[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err_console, transient=False) as bar:
         bars: dict[str, int] = {}
@@ -148,6 +153,7 @@ def trajectories_cmd(
     backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
     best_of_n: int = typer.Option(1, "--best-of-n", min=1, help="LLM user: candidates per reply"),
     critique: bool = typer.Option(False, "--critique", help="LLM user: pick among candidates with a self-critique"),
+    domain_dir: list[str] = typer.Option(None, "--domain-dir", metavar="DIR", help=DOMAIN_DIR_HELP),
 ) -> None:
     """Run every task once (agent + user simulator + sandboxed tools); write trajectories.jsonl and a
     Hugging Face dataset in TRL's conversational tool-calling format (messages + tools)."""
@@ -159,8 +165,11 @@ def trajectories_cmd(
     from synth.sft_data import generate
     from synth.tasks import load_tasks
 
+    from toolzoo.domain_dirs import use
+
     if backend not in ("auto", "docker", "local"):
         raise ValueError(f"unknown backend {backend!r}: use auto, docker or local")
+    use(domain_dir)
     task_list = load_tasks(tasks)
     start = time.perf_counter()
     trajs, report = anyio.run(lambda: generate(
@@ -192,6 +201,7 @@ def behaviours_cmd(
     seed: int = typer.Option(0, "--seed", help="seed of the per-trace behaviour draws"),
     concurrency: int = typer.Option(8, "--concurrency", min=1, help="episodes (and sandboxes) at a time"),
     backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
+    domain_dir: list[str] = typer.Option(None, "--domain-dir", metavar="DIR", help=DOMAIN_DIR_HELP),
 ) -> None:
     """Priming traces with (or without) cognitive behaviours (Gandhi et al. 2025): one real episode per
     task in the chosen condition; writes trajectories.jsonl, sft/ (TRL format) and summary.json."""
@@ -209,6 +219,9 @@ def behaviours_cmd(
         raise ValueError(f"unknown backend {backend!r}: use auto, docker or local")
     if mode == "llm" and not (base_url and model):
         raise ValueError("--mode llm needs --base-url and --model")
+    from toolzoo.domain_dirs import use
+
+    use(domain_dir)
     task_list = load_tasks(tasks)
     if not task_list:
         raise ValueError(f"no tasks in {tasks}")

@@ -90,10 +90,14 @@ def difficulty_of(n_actions: int, needs_user_info: bool) -> Difficulty:
 
 
 def check_domains(domains: Sequence[str] | None) -> list[str]:
-    from toolzoo.domains import domain_names
+    """The named domains (built-in, registered with --domain-dir, or folder paths); default the built-ins."""
+    from toolzoo.domain_dirs import looks_like_path
+    from toolzoo.domains import domain_names, known_domains, load_domain
 
-    known = domain_names()
-    names = list(dict.fromkeys(domains)) if domains else known
+    if domains:
+        domains = [load_domain(d).name if looks_like_path(d) else d for d in domains]
+    known = known_domains()
+    names = list(dict.fromkeys(domains)) if domains else domain_names()
     bad = [d for d in names if d not in known]
     if bad:
         raise ValueError(f"unknown domain(s) {', '.join(bad)}; known: {', '.join(known)}")
@@ -275,7 +279,7 @@ class TaskSynthesizer:
             made = await self._map(indices, self.make, "generate")
             fresh = [t for t in made if isinstance(t, Task)]
             dropped += [t for t in made if isinstance(t, DroppedTask)]
-            checked = await self._map(fresh, lambda t: check_task(t, self.pool), "replay")
+            checked = await self._map(fresh, lambda t: check_task(t, self.pool, self.domains[t.domain]), "replay")
             self.stats.replayed += len(fresh)
             for task, (ok, why) in zip(fresh, checked, strict=True):
                 if ok:
@@ -328,10 +332,11 @@ def system_prompt(domain: Domain) -> str:
     return domain.policy
 
 
-def task_row(task: Task) -> dict[str, Any]:
-    from toolzoo.domains import load_domain
+def task_row(task: Task, domain: Domain | None = None) -> dict[str, Any]:
+    """The dataset row of a task; `domain` is the task's domain (by default looked up by name)."""
+    from toolzoo.domains import resolve_domain
 
-    domain = load_domain(task.domain)
+    domain = resolve_domain(task.domain, domain)
     tools = [domain.tool(n).to_openai() for n in task.tools]
     return {
         "id": task.id, "domain": task.domain, "seed": task.seed,

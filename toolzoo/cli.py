@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sandboxes.cli import one_line_errors
+from toolzoo.domain_dirs import HELP as DOMAIN_DIR_HELP
 
 app = typer.Typer(help="The tool zoo.", no_args_is_help=True)
 console = Console()
@@ -82,7 +83,7 @@ def _env_option(items: list[str]) -> dict[str, str]:
 @app.command("serve-mcp")
 @one_line_errors
 def serve_mcp(
-    domain: str = typer.Argument(..., help="a zoo domain, e.g. retail_orders"),
+    domain: str = typer.Argument(..., help="a zoo domain, e.g. retail_orders, or a domain folder's path"),
     http: bool = typer.Option(False, "--http/--stdio", help="serve streamable HTTP at http://HOST:PORT/mcp, or stdio"),
     host: str = typer.Option("127.0.0.1", "--host", help="HTTP bind address; anything but loopback needs --token"),
     port: int = typer.Option(8765, "--port", help="HTTP port (0: any free port, printed at start)"),
@@ -90,9 +91,13 @@ def serve_mcp(
                               help="require `Authorization: Bearer <token>` on every HTTP request"),
     seed: int = typer.Option(0, "--seed", help="seed of the domain's initial state"),
     backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
+    domain_dir: list[str] = typer.Option(None, "--domain-dir", metavar="DIR", help=DOMAIN_DIR_HELP),
 ) -> None:
-    """Serve a zoo domain as an MCP server; its tools run in a sandbox."""
+    """Serve a zoo domain (a name, or the path of a domain folder) as an MCP server; its tools run in a sandbox."""
+    from toolzoo.domain_dirs import use
     from toolzoo.mcp import serve_domain
+
+    use(domain_dir)
 
     if backend not in ("auto", "docker", "local"):
         raise ValueError(f"unknown backend {backend!r}: use auto, docker or local")
@@ -166,13 +171,18 @@ def export_cmd(
 @app.command("validate")
 @one_line_errors
 def validate_cmd(
-    zoo_dir: str = typer.Argument(..., metavar="DIR", help="a saved zoo (zoo.json), or `seed`"),
+    zoo_dir: str = typer.Argument(..., metavar="DIR", help="a saved zoo (zoo.json), `seed`, a domain folder "
+                                  "(or a folder of them) or a domain's name"),
     backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
     sandboxes: int = typer.Option(4, "--sandboxes", min=1, help="sandboxes validating in parallel"),
     json_out: bool = typer.Option(False, "--json", help="print the report as one JSON object"),
+    domain_dir: list[str] = typer.Option(None, "--domain-dir", metavar="DIR", help=DOMAIN_DIR_HELP),
 ) -> None:
     """Check every tool: spec, then sample valid and invalid calls in sandboxes. Exits 1 if any fails."""
+    from toolzoo.domain_dirs import use
     from toolzoo.validate import validate_zoo_at
+
+    use(domain_dir)
 
     if backend not in ("auto", "docker", "local"):
         raise ValueError(f"unknown backend {backend!r}: use auto, docker or local")

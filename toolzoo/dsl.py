@@ -39,7 +39,11 @@ except NameError:
 
 
 def tool(effect="read", errors=None, returns=None):
-    """Mark a function `fn(state, **args)` as a tool; metadata only, no wrapping."""
+    """Mark a function `fn(state, **args)` as a tool; metadata only, no wrapping.
+
+    The first parameter receives the world state whatever its name (`state`, `data`, `db`),
+    so the tool's own arguments may use any name, `state` included.
+    """
     if effect not in ("read", "write"):
         raise ValueError("effect must be 'read' or 'write'")
 
@@ -166,10 +170,14 @@ def _truncate(output):
 
 
 def make_tool(name, fn, spec, failures):
-    """Wrap `fn(state, **args)` with schema validation and failure injection."""
+    """Wrap `fn(state, **args)` with schema validation and failure injection.
+
+    The world state is positional-only here, so a tool may have an argument named
+    `state` (or `self`, `args`, `kwargs`): the model's arguments are all keywords.
+    """
     schema = spec.get("parameters") or {"type": "object", "properties": {}}
 
-    def call(state, **args):
+    def call(state, /, **args):
         validate(schema, args)
         mode = failures.pick(name)
         if mode is not None and mode["kind"] == "timeout":

@@ -38,7 +38,7 @@ FOOTER = """
 import json as _json, random as _random
 _SPECS = _json.loads({specs!r})
 SEED = {seed!r}
-INITIAL_STATE = seed(_random.Random(SEED))
+INITIAL_STATE = seed(_random.Random(SEED)) if "seed" in globals() else {{}}  # a data-file domain ships its state
 TOOLS = _dsl["build_tools"](globals(), _SPECS, _json.loads({modes!r}), {rate!r}, {failure_seed!r})
 """
 
@@ -74,7 +74,7 @@ def bundle(
     source = "\n\n".join([header, strip_local_imports(domain.source), *extra]) + FOOTER.format(
         specs=spec_json, seed=seed, modes=modes, rate=f.rate, failure_seed=f.seed
     )
-    return DomainBundle(name=domain.name, source=source)
+    return DomainBundle(name=domain.name, source=source, state=domain.initial_state())
 
 
 class ToolRuntime:

@@ -513,8 +513,16 @@ def load_zoo_lenient(path: Any) -> tuple[Zoo, list[ToolCheck]]:
 
 def validate_zoo_at(where: Any, *, backend: str = "auto", sandboxes: int = 4,
                     progress: Callable[[ToolCheck], None] | None = None) -> ValidationReport:
-    """Validate a saved zoo (`seed` for the built-in one); unparseable tools count as failures."""
-    if str(where) == "seed":
+    """Validate a saved zoo (`seed` for the built-in one), a domain folder (or a folder of them) or a
+    registered domain's name; unparseable tools count as failures."""
+    from toolzoo.domain_dirs import domains_at
+
+    folders = domains_at(where) if str(where) != "seed" else None
+    if folders is not None:
+        from toolzoo.categories import CATEGORIES
+
+        zoo, bad = Zoo(categories=list(CATEGORIES), domains=folders), []
+    elif str(where) == "seed":
         from toolzoo.domains import seed_zoo
 
         zoo, bad = seed_zoo(), []

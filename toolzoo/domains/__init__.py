@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import os
 import random
 from pathlib import Path
 from typing import Any
@@ -54,11 +55,52 @@ def infer_schema(value: Any, depth: int = 0) -> dict[str, Any]:
     return {}
 
 
+def known_domains() -> list[str]:
+    """Built-in domains plus those registered from domain folders (`toolzoo.domain_dirs`)."""
+    from toolzoo.domain_dirs import registered
+
+    return sorted({*domain_names(), *registered()})
+
+
+def load_domain(ref: str | os.PathLike[str]) -> Domain:
+    """A domain by name (built-in or registered with `--domain-dir`) or by the path of its folder.
+
+    A folder loaded by path is registered under its name (`toolzoo.domain_dirs.register`).
+    """
+    from toolzoo.domain_dirs import looks_like_path, register, registered
+
+    if looks_like_path(ref):
+        register(ref)  # later look-ups by the domain's name (a task's `domain`) find it too
+        return _load_folder(str(Path(ref).expanduser().resolve()))
+    name = os.fspath(ref)
+    folder = registered().get(name)
+    if folder is not None:
+        return _load_folder(str(folder))
+    return _load_builtin(name)
+
+
+def resolve_domain(name: str, domain: Domain | None = None) -> Domain:
+    """`domain` when given (it must be the named one), else the named domain loaded."""
+    if domain is None:
+        return load_domain(name)
+    if domain.name != name:
+        raise SpecError(f"the task is of domain {name!r} but domain {domain.name!r} was given")
+    return domain
+
+
 @functools.lru_cache(maxsize=None)
-def load_domain(name: str) -> Domain:
+def _load_folder(folder: str) -> Domain:
+    from toolzoo.domain_dirs import load_folder
+
+    return load_folder(folder)
+
+
+@functools.lru_cache(maxsize=None)
+def _load_builtin(name: str) -> Domain:
     folder = HERE / name
     if not (folder / "tools.py").exists():
-        raise SpecError(f"no seed domain {name!r}; known: {', '.join(domain_names())}")
+        raise SpecError(f"no domain {name!r}; known: {', '.join(known_domains())} "
+                        "(load a domain folder by its path or with --domain-dir)")
     pkg = importlib.import_module(f"toolzoo.domains.{name}")
     tools_mod = importlib.import_module(f"toolzoo.domains.{name}.tools")
     data_mod = importlib.import_module(f"toolzoo.domains.{name}.data")

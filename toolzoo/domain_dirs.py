@@ -1,0 +1,230 @@
+"""Domains from anywhere: a domain folder outside the package, loaded by path.
+
+A domain folder has the zoo layout (toolzoo/domains/README in `toolzoo.domains`'s docstring):
+
+    my_domain/
+        tools.py        @tool functions; the first parameter gets the world state, any name
+        data.py         seed(rng) -> the initial state          } one of these three
+        data.json       the initial state as JSON               }
+        data.jsonl      one row per line: {"table": T, "id": K, ...fields} (or no id: a list)
+        policy.md       the rules the agent must follow (optional)
+        __init__.py     CATEGORY, DESCRIPTION, FAILURE_MODES (optional)
+
+`register(path)` makes the domains of a folder (the folder itself, or each domain folder in it)
+known by name, so that every API that looks a domain up by a task's `domain` finds them; the
+CLI's `--domain-dir` calls it, and `TOOLDOJO_DOMAIN_DIRS` (os.pathsep-separated) does the same
+for child processes. The built-in domain names are reserved.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import json
+import os
+import random
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+from toolzoo.introspect import spec_from_function
+from toolzoo.spec import NAME_RE, Domain, FailureMode, SpecError
+
+ENV = "TOOLDOJO_DOMAIN_DIRS"
+DATA_FILES = ("data.py", "data.json", "data.jsonl")
+DEFAULT_CATEGORY = "custom"
+
+_registered: dict[str, Path] = {}
+
+
+def is_domain_folder(path: str | Path) -> bool:
+    return (Path(path) / "tools.py").is_file()
+
+
+def looks_like_path(ref: str | os.PathLike[str]) -> bool:
+    s = os.fspath(ref)
+    return os.sep in s or "/" in s or s.startswith(".") or Path(s).is_dir() and is_domain_folder(s)
+
+
+def folders_in(path: str | Path) -> list[Path]:
+    """The domain folders at `path`: the folder itself if it is one, else its domain sub-folders."""
+    p = Path(path).expanduser()
+    if not p.is_dir():
+        raise SpecError(f"domain dir {path}: no such directory")
+    if is_domain_folder(p):
+        return [p.resolve()]
+    found = sorted(c.resolve() for c in p.iterdir() if c.is_dir() and is_domain_folder(c))
+    if not found:
+        raise SpecError(f"domain dir {path}: neither a domain folder (tools.py) nor a folder of them")
+    return found
+
+
+def register(path: str | Path) -> list[str]:
+    """Make the domains at `path` known by name; returns their names."""
+    from toolzoo.domains import domain_names
+
+    builtin = set(domain_names())
+    names = []
+    for folder in folders_in(path):
+        name = folder.name
+        if name in builtin:
+            raise SpecError(f"domain folder {folder}: {name!r} is a built-in domain's name (reserved); rename the folder")
+        if _registered.get(name, folder) != folder:
+            raise SpecError(f"two domain folders are named {name!r}: {_registered[name]} and {folder}")
+        _registered[name] = folder
+        names.append(name)
+    return names
+
+
+def registered() -> dict[str, Path]:
+    """Registered domain folders by name, those of $TOOLDOJO_DOMAIN_DIRS included."""
+    for entry in filter(None, os.environ.get(ENV, "").split(os.pathsep)):
+        register(entry)
+    return dict(_registered)
+
+
+def export_env() -> None:
+    """Pass the registered folders to child processes (training ranks, served domains)."""
+    dirs = [str(p) for p in _registered.values()]
+    old = [d for d in os.environ.get(ENV, "").split(os.pathsep) if d]
+    os.environ[ENV] = os.pathsep.join(dict.fromkeys(old + dirs))
+
+
+# ------------------------------------------------------------------- data
+def read_data_file(path: Path) -> Any:
+    """The initial state from data.json or data.jsonl; a bad line names its file and line."""
+    if path.suffix == ".json":
+        try:
+            return json.loads(path.read_text())
+        except ValueError as e:
+            raise SpecError(f"{path}: not JSON: {e}") from None
+    state: dict[str, Any] = {}
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError as e:
+                raise SpecError(f"{path}:{n}: not JSON: {e}") from None
+            if not isinstance(row, dict) or not isinstance(row.get("table"), str):
+                raise SpecError(f"{path}:{n}: each line must be an object with a \"table\" name")
+            table = row.pop("table")
+            if "id" in row:
+                key = str(row.pop("id"))
+                state.setdefault(table, {})
+                if not isinstance(state[table], dict):
+                    raise SpecError(f"{path}:{n}: table {table!r} mixes rows with and without an id")
+                state[table][key] = row
+            else:
+                state.setdefault(table, [])
+                if not isinstance(state[table], list):
+                    raise SpecError(f"{path}:{n}: table {table!r} mixes rows with and without an id")
+                state[table].append(row)
+    return state
+
+
+# ----------------------------------------------------------------- loading
+def _package(folder: Path) -> str:
+    """Import the folder as a uniquely named package, so tools.py may import its neighbours."""
+    pkg = "tooldojo_domain_" + folder.name + "_" + hashlib.sha1(str(folder).encode()).hexdigest()[:8]
+    if pkg not in sys.modules:
+        mod = types.ModuleType(pkg)
+        mod.__path__ = [str(folder)]  # type: ignore[attr-defined]
+        mod.__file__ = str(folder / "__init__.py")
+        sys.modules[pkg] = mod
+        init = folder / "__init__.py"
+        if init.exists():
+            try:
+                exec(compile(init.read_text(), str(init), "exec"), mod.__dict__)
+            except Exception as e:
+                del sys.modules[pkg]
+                raise SpecError(f"{init}: {type(e).__name__}: {e}") from None
+    return pkg
+
+
+def _import(name: str, where: Path) -> types.ModuleType:
+    try:
+        return importlib.import_module(name)
+    except SpecError:
+        raise
+    except Exception as e:
+        raise SpecError(f"{where}: {type(e).__name__}: {e}") from None
+
+
+def load_folder(folder: str | Path) -> Domain:
+    """A Domain from a domain folder (see the module docstring)."""
+    from toolzoo.domains import infer_schema
+
+    folder = Path(folder).expanduser().resolve()
+    if not is_domain_folder(folder):
+        raise SpecError(f"{folder}: not a domain folder (no tools.py)")
+    name = folder.name
+    if not NAME_RE.match(name):
+        raise SpecError(f"{folder}: the folder name {name!r} must be a valid identifier (it is the domain's name)")
+    data_files = [folder / f for f in DATA_FILES if (folder / f).is_file()]
+    if len(data_files) != 1:
+        raise SpecError(f"{folder}: needs exactly one of {', '.join(DATA_FILES)}"
+                        + (f"; found {', '.join(p.name for p in data_files)}" if data_files else ""))
+    pkg_name = _package(folder)
+    pkg = sys.modules[pkg_name]
+    tools_mod = _import(f"{pkg_name}.tools", folder / "tools.py")
+    fns = [v for v in vars(tools_mod).values()
+           if inspect.isfunction(v) and hasattr(v, "__tool__") and v.__module__ == tools_mod.__name__]
+    if not fns:
+        raise SpecError(f"{folder / 'tools.py'}: no @tool functions")
+    fns.sort(key=lambda f: f.__code__.co_firstlineno)
+    category = getattr(pkg, "CATEGORY", DEFAULT_CATEGORY)
+    specs = [spec_from_function(f, domain=name, category=category) for f in fns]
+    data = data_files[0]
+    source = (folder / "tools.py").read_text()
+    data_file = None
+    if data.name == "data.py":
+        data_mod = _import(f"{pkg_name}.data", data)
+        if not callable(getattr(data_mod, "seed", None)):
+            raise SpecError(f"{data}: needs seed(rng) -> the initial state")
+        state = data_mod.seed(random.Random(0))
+        source = data.read_text() + "\n\n" + source
+    else:
+        state = read_data_file(data)
+        data_file = str(data)
+    policy = folder / "policy.md"
+    return Domain(
+        name=name, category=category,
+        description=getattr(pkg, "DESCRIPTION", None) or (inspect.getdoc(pkg) or f"the {name} domain"),
+        policy=policy.read_text().strip() if policy.exists() else "",
+        source=source, state_schema=infer_schema(state), tools=specs,
+        failure_modes=[FailureMode(**m) for m in getattr(pkg, "FAILURE_MODES", [])],
+        data_file=data_file,
+    )
+
+
+# --------------------------------------------------------------------- CLI
+HELP = "a domain folder, or a folder of them, to load (repeatable); its domains are then known by name"
+
+
+def use(dirs: list[str] | None) -> list[str]:
+    """`--domain-dir` of every command: register each folder, pass them on to child processes."""
+    names: list[str] = []
+    for d in dirs or ():
+        names += register(d)
+    if names:
+        export_env()
+    return names
+
+
+def domains_at(where: str | os.PathLike[str]) -> list[Domain] | None:
+    """The domains a zoo argument names when it is a domain folder, a folder of them, or a registered
+    domain's name; None when it is something else (a saved zoo, `seed`)."""
+    from toolzoo.domains import load_domain
+
+    p = Path(where).expanduser()
+    if p.is_dir() and not (p / "zoo.json").exists() and (is_domain_folder(p) or any(
+            is_domain_folder(c) for c in p.iterdir() if c.is_dir())):
+        return [load_domain(f) for f in folders_in(p)]
+    if os.fspath(where) in registered():
+        return [load_domain(os.fspath(where))]
+    return None
