@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 
 from sandboxes.cli import one_line_errors
+from toolzoo.domain_dirs import HELP as DOMAIN_DIR_HELP
 
 app = typer.Typer(help="Personal eval suites (pydantic-evals): run them on models, report, compare runs.",
                   no_args_is_help=True, pretty_exceptions_enable=False)
@@ -58,6 +59,7 @@ def run_cmd(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar"),
     allow_broken: bool = typer.Option(False, "--allow-broken", help="exit 0 even when suite files or cases do not "
                                       "load (they still run as failures with the reason)"),
+    domain_dir: list[str] = typer.Option(None, "--domain-dir", metavar="DIR", help=DOMAIN_DIR_HELP),
 ) -> None:
     """Run SUITE on one or more models; print the grid, save the runs and an HTML report.
 
@@ -68,6 +70,9 @@ def run_cmd(
     from evals.runner import RunOptions, cases_to_run, run_suite_sync
     from evals.suite import load_suite
 
+    from toolzoo.domain_dirs import use
+
+    use(domain_dir)
     hist = _history(history)
     s = load_suite(suite)
     models = [parse_model(m) for m in model]

@@ -114,3 +114,30 @@ def test_zoo_validate_and_synth_tasks_take_domain_folders(tmp_path, clean_regist
     r = runner.invoke(app, ["synth", "tasks", "--n", "1", "--out", str(tmp_path / "t2"), "--domain-dir",
                             str(tmp_path / "nope")])
     assert r.exit_code != 0 and "no such directory" in r.output
+
+
+def test_zoo_validate_is_linear_in_a_big_domain_source(tmp_path, clean_registry, monkeypatch):
+    # A 1.2 MB data.py of many top-level definitions (tau-bench's retail DB as Python source took
+    # 140 s: ast.get_source_segment re-split the whole source once per definition).
+    import ast
+
+    from toolzoo.validate import _top_level_defs, validate_zoo_at
+
+    folder = write_domain(tmp_path, "big_desk")
+    (folder / "data.json").unlink()
+    rows = "\n".join(f'BIG_ROW_{i} = {{"id": "r{i}", "name": "row {i} \u00fc", "tags": [1, 2, 3]}}'
+                     for i in range(18000))
+    (folder / "data.py").write_text(rows + "\n\ndef seed(rng):\n    return {'users': {'u1': {'name': 'A', "
+                                    "'address': {'city': 'Austin', 'state': 'TX'}}}}\n")
+    assert len((folder / "data.py").read_text().encode()) > 1_200_000
+    defs = _top_level_defs((folder / "data.py").read_text())
+    assert defs["BIG_ROW_17999"] == 'BIG_ROW_17999 = {"id": "r17999", "name": "row 17999 \u00fc", "tags": [1, 2, 3]}'
+    assert defs["seed"].startswith("def seed(rng):") and defs["seed"].endswith("}}}}")
+
+    def quadratic(*a, **k):
+        raise AssertionError("ast.get_source_segment rescans the whole source per definition")
+
+    monkeypatch.setattr(ast, "get_source_segment", quadratic)
+    report = validate_zoo_at(str(folder), backend=any_backend(), sandboxes=1)
+    assert report.ok, report.summary()
+    assert {r.name for r in report.results} == {"get_user", "modify_user_address"}
