@@ -660,7 +660,7 @@ class ReverifyReward:
         replayed = 0
         diverged_at: int | None = None
         try:
-            h = (await sb.snapshot()).digest
+            h = await sb.digest()
             initial = h
             if traj.initial_state_hash is not None and traj.initial_state_hash != h:
                 problems.append((FLAG_STATE, "the recorded initial state hash differs from the task's seeded state"))
@@ -679,7 +679,7 @@ class ReverifyReward:
                     if self.check_outputs and canonical(r.output) != canonical(rec.output):
                         problems.append((FLAG_FORGED, f"the recorded output of call #{i + 1} {rec.name} differs from "
                                                       "what the tool returns on replay"))
-                    h = (await sb.snapshot()).digest
+                    h = await sb.digest()
                 if rec.state_hash != h:
                     problems.append((FLAG_STATE, f"the recorded state hash after call #{i + 1} {rec.name} differs from "
                                                  "the replay's"))

@@ -269,7 +269,7 @@ async def _call_tool(rt: ToolRuntime, raw_call: Any, call_id: str, allowed: set[
         rec.malformed = res.kind in ("invalid_arguments", "unknown_tool")
         return rec, f"Error ({res.kind}{', ' + res.code if res.code else ''}): {res.message}"
     rec.ok, rec.output = True, res.output
-    rec.state_hash = (await rt.sandbox.snapshot()).digest
+    rec.state_hash = await rt.sandbox.digest()
     return rec, json.dumps(res.output, ensure_ascii=False, default=str)
 
 
@@ -308,7 +308,7 @@ async def run_episode(
             sb = await pool.acquire()
             rt = ToolRuntime(sb, dom, tools=specs, seed=task.seed)
             await rt.load()
-            state_hash = (await sb.snapshot()).digest
+            state_hash = await sb.digest()
         except (SandboxError, KeyError, ValueError) as e:
             traj.termination = "sandbox_dead" if isinstance(e, SandboxDead) else "setup_error"
             traj.error = f"{type(e).__name__}: {e}"

@@ -65,7 +65,8 @@ def bundle(
     specs = list(tools) if tools is not None else list(domain.tools)
     extra = [t.implementation for t in specs if t.implementation]
     spec_json = json.dumps([
-        {"name": t.name, "function": t.function, "parameters": t.parameters, "description": t.description}
+        {"name": t.name, "function": t.function, "parameters": t.parameters, "description": t.description,
+         "effect": t.effect}
         for t in specs
     ])
     modes = json.dumps([m.model_dump() for m in domain.failure_modes])
