@@ -146,40 +146,53 @@ class _Digests:
     (copy on write, or a deep copy), so an object still in place is unchanged.
     """
 
-    TABLE = 32  # dicts with more entries than this keep a text per row
+    TABLE = 32  # top-level dicts with more entries than this keep a text per row
 
     def __init__(self):
-        self.parts = {}
+        self.top = {}  # key -> (object, text, {row key: (object, '"key":text')} or None)
 
     def digest(self, state) -> str:
         import hashlib
 
-        fresh = {}
         try:
-            text = self._dict(state, (), fresh, 0) if isinstance(state, dict) else None
+            text = self._state(state) if isinstance(state, dict) else None
         except TypeError:  # a non-string key: the slow, exact way
             text = None
         if text is None:
-            fresh = {}
+            self.top = {}
             text = _canonical(json.loads(json.dumps(state)))
-        self.parts = fresh
         return hashlib.sha256(text.encode()).hexdigest()
 
-    def _dict(self, d, path, fresh, depth):
-        out = []
-        for key in sorted(d):
-            if type(key) is not str:
-                raise TypeError("non-string key")
-            value = dict.__getitem__(d, key)
-            at = path + (key,)
-            if isinstance(value, dict) and depth == 0 and len(value) > self.TABLE:
-                text = self._dict(value, at, fresh, 1)
+    def _state(self, state) -> str:
+        fresh, out = {}, []
+        for key in sorted(state):
+            _str_key(key)
+            value = dict.__getitem__(state, key)
+            hit = self.top.get(key)
+            if hit is not None and hit[0] is value:  # the same object: unchanged
+                fresh[key] = hit
+            elif isinstance(value, dict) and len(value) > self.TABLE:
+                old_rows = hit[2] if hit is not None and hit[2] is not None else {}
+                rows, parts = {}, []
+                for rk in sorted(value):
+                    _str_key(rk)
+                    row = dict.__getitem__(value, rk)
+                    old = old_rows.get(rk)
+                    if old is None or old[0] is not row:  # the row's "key":value text
+                        old = (row, json.dumps(rk, ensure_ascii=False) + ":" + _canonical(row))
+                    rows[rk] = old
+                    parts.append(old[1])
+                fresh[key] = (value, "{" + ",".join(parts) + "}", rows)
             else:
-                hit = self.parts.get(at)
-                text = hit[1] if hit is not None and hit[0] is value else _canonical(value)
-                fresh[at] = (value, text)
-            out.append(json.dumps(key, ensure_ascii=False) + ":" + text)
+                fresh[key] = (value, _canonical(value), None)
+            out.append(json.dumps(key, ensure_ascii=False) + ":" + fresh[key][1])
+        self.top = fresh
         return "{" + ",".join(out) + "}"
+
+
+def _str_key(key) -> None:
+    if type(key) is not str:
+        raise TypeError("a non-string key (JSON would turn it into a string)")
 
 
 def _canonical(value) -> str:

@@ -161,3 +161,20 @@ def test_digest_falls_back_for_keys_json_would_rename(key):
     d = toolserver._Digests()
     state = {"rows": {key: 1, "2": 2}}
     assert d.digest(state) == state_digest(json.loads(json.dumps(state)))
+
+
+def test_big_state_bench_prints_one_json_line_last():
+    """bench/big_state.py --quick on a small database: every figure (no assertion on speed)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    r = subprocess.run([sys.executable, str(root / "bench" / "big_state.py"), "--quick", "--mb", "0.2", "--calls", "5",
+                        "--backend", any_backend()], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    assert result["errors"] == {} and result["big_db_bytes"] >= 200_000
+    for key in ("big_read_p50_ms", "big_write_p50_ms", "big_digest_p50_ms", "big_snapshot_digest_p50_ms",
+                "legacy_big_read_p50_ms", "legacy_big_write_p50_ms", "small_read_p50_ms", "small_write_p50_ms"):
+        assert result[key] > 0, key
