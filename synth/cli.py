@@ -140,6 +140,38 @@ def tasks_cmd(
         err_console.print(f"only {s.kept} of {n} tasks were made: see {path / 'dropped.jsonl'}", style="red")
         raise typer.Exit(1)
 
+@app.command("import-tasks")
+@one_line_errors
+def import_tasks_cmd(
+    tasks: str = typer.Argument(..., help="tasks with gold actions and outputs: JSON, JSONL or Python Task(...) calls"),
+    domain: str = typer.Option(..., "--domain", help="the tasks' domain: a name (with --domain-dir) or a folder"),
+    out: str = typer.Option(..., "--out", help="directory for tasks.jsonl, the dataset and dropped.jsonl"),
+    backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
+    sandboxes: int = typer.Option(4, "--sandboxes", min=1, help="sandboxes replaying in parallel"),
+    domain_dir: list[str] = typer.Option(None, "--domain-dir", metavar="DIR", help=DOMAIN_DIR_HELP),
+) -> None:
+    """Import an environment's own tasks (instruction, gold actions, outputs), each kept only if its gold
+    actions replay to the same state twice and produce its outputs."""
+    from pathlib import Path
+
+    from synth.imported_tasks import import_tasks
+    from synth.tasks import export_tasks
+    from toolzoo.domain_dirs import use
+    from toolzoo.domains import load_domain
+
+    if backend not in ("auto", "docker", "local"):
+        raise ValueError(f"unknown backend {backend!r}: use auto, docker or local")
+    use(domain_dir)
+    dom = load_domain(domain)
+    kept, dropped = import_tasks(tasks, dom, backend=backend, sandboxes=sandboxes)
+    path = export_tasks(kept, out)
+    with open(Path(path) / "dropped.jsonl", "w") as f:
+        for d in dropped:
+            f.write(d.model_dump_json() + "\n")
+    console.print(f"{len(kept)} tasks kept, {len(dropped)} dropped (see {path / 'dropped.jsonl'}); "
+                  f"wrote {path / 'tasks.jsonl'}", highlight=False)
+
+
 @app.command("trajectories")
 @one_line_errors
 def trajectories_cmd(

@@ -61,3 +61,82 @@ def write_domain(root: Path, name: str = "shipping_desk", *, jsonl: bool = False
     else:
         (folder / "data.json").write_text(json.dumps({"users": rows}))
     return folder
+
+
+# An environment in the OpenAI-function shape (tau-bench's): tool classes with get_info() and
+# invoke(data, **kwargs), tables as JSON files, tasks as Python Task(...)/Action(...) calls.
+_ENV_TOOL = '''
+import json
+from typing import Any, Dict
+
+from myenv.tool import Tool
+
+
+class {cls}(Tool):
+    @staticmethod
+    def invoke(data: Dict[str, Any], {params}) -> str:
+{body}
+
+    @staticmethod
+    def get_info() -> Dict[str, Any]:
+        return {{
+            "type": "function",
+            "function": {{
+                "name": "{name}",
+                "description": "{doc}",
+                "parameters": {{"type": "object", "properties": {props}, "required": {required}}},
+            }},
+        }}
+'''
+
+_ENV_TOOLS = [
+    ("GetUserDetails", "get_user_details", "user_id: str", "Get a user's details.",
+     '''        users = data["users"]
+        if user_id not in users:
+            return "Error: user not found"
+        return json.dumps(users[user_id])''', {"user_id": {"type": "string"}}, ["user_id"]),
+    ("ModifyUserAddress", "modify_user_address", "user_id: str, city: str, state: str, zip: str",
+     "Modify a user's address.",
+     '''        users = data["users"]
+        if user_id not in users:
+            return "Error: user not found"
+        users[user_id]["address"] = {"city": city, "state": state, "zip": zip}
+        return json.dumps(users[user_id])''',
+     {"user_id": {"type": "string"}, "city": {"type": "string"}, "state": {"type": "string"},
+      "zip": {"type": "string"}}, ["user_id", "city", "state", "zip"]),
+]
+
+ENV_TASKS = '''
+from myenv.types import Action, Task
+
+TASKS = [
+    Task(annotator="0", user_id="ana_1", instruction="You are Ana (ana_1). Move to Reno, NV 89501.",
+         actions=[Action(name="modify_user_address",
+                         kwargs={"user_id": "ana_1", "city": "Reno", "state": "NV", "zip": "89501"})],
+         outputs=[]),
+    Task(annotator="0", user_id="bo_2", instruction="You are Bo (bo_2). Ask for your zip code.",
+         actions=[Action(name="get_user_details", kwargs={"user_id": "bo_2"})], outputs=["73301"]),
+    Task(annotator="0", user_id="zed_9", instruction="You are Zed. Move to Austin.",
+         actions=[Action(name="modify_user_address",
+                         kwargs={"user_id": "zed_9", "city": "Austin", "state": "TX", "zip": "73301"})],
+         outputs=[]),
+]
+'''
+
+
+def write_openai_env(root: Path) -> Path:
+    """A small environment checkout in the OpenAI-function shape; returns its folder."""
+    env = root / "myenv"
+    (env / "tools").mkdir(parents=True)
+    (env / "data").mkdir()
+    (env / "tool.py").write_text("class Tool:\n    pass\n")
+    for cls, name, params, doc, body, props, required in _ENV_TOOLS:
+        (env / "tools" / f"{name}.py").write_text(_ENV_TOOL.format(
+            cls=cls, name=name, params=params, doc=doc, body=body, props=json.dumps(props),
+            required=json.dumps(required)))
+    (env / "data" / "users.json").write_text(json.dumps({
+        "ana_1": {"name": "Ana", "address": {"city": "Austin", "state": "TX", "zip": "73301"}},
+        "bo_2": {"name": "Bo", "address": {"city": "Austin", "state": "TX", "zip": "73301"}}}))
+    (env / "wiki.md").write_text("Authenticate the user by id before any change.")
+    (env / "tasks_test.py").write_text(ENV_TASKS)
+    return env

@@ -80,6 +80,29 @@ def _env_option(items: list[str]) -> dict[str, str]:
     return out
 
 
+@app.command("import-openai")
+@one_line_errors
+def import_openai_cmd(
+    tools: str = typer.Option(..., "--tools", help="tool classes (get_info() + invoke(data, **kwargs)): a .py file or a folder"),
+    data: str = typer.Option(..., "--data", help="the database: JSON, JSONL, or a folder of <table>.json"),
+    name: str = typer.Option(..., "--name", help="the domain's name"),
+    out: str = typer.Option(..., "--out", help="write the domain folder OUT/NAME here"),
+    policy: str = typer.Option(None, "--policy", help="the environment's rules (wiki) for the agent"),
+    read: list[str] = typer.Option(None, "--read", help="a tool that only reads (repeatable; default: by its verb)"),
+    write: list[str] = typer.Option(None, "--write", help="a tool that writes (repeatable)"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="replace OUT/NAME if it exists"),
+) -> None:
+    """Turn an OpenAI-function environment (tau-bench style) into a domain folder; load it with --domain-dir."""
+    from toolzoo.domains import load_domain
+    from toolzoo.openai_functions import import_environment
+
+    effects = {**{t: "read" for t in read or ()}, **{t: "write" for t in write or ()}}
+    folder = import_environment(tools, data, name=name, out=out, policy=policy, effects=effects, overwrite=overwrite)
+    dom = load_domain(str(folder))
+    console.print(f"wrote {folder}: {len(dom.tools)} tools ("
+                  + ", ".join(f"{t.name} {t.effect}" for t in dom.tools) + ")", highlight=False)
+
+
 @app.command("serve-mcp")
 @one_line_errors
 def serve_mcp(

@@ -4,6 +4,8 @@ A domain folder has the zoo layout (toolzoo/domains/README in `toolzoo.domains`'
 
     my_domain/
         tools.py        @tool functions; the first parameter gets the world state, any name
+        tools.json      (optional) OpenAI function schemas, each with "effect": read | write; then
+                        tools.py defines a function of each tool's name, not @tool-marked
         data.py         seed(rng) -> the initial state          } one of these three
         data.json       the initial state as JSON               }
         data.jsonl      one row per line: {"table": T, "id": K, ...fields} (or no id: a list)
@@ -31,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from toolzoo.introspect import spec_from_function
-from toolzoo.spec import NAME_RE, Domain, FailureMode, SpecError
+from toolzoo.spec import NAME_RE, Domain, FailureMode, SpecError, ToolSpec
 
 ENV = "TOOLDOJO_DOMAIN_DIRS"
 DATA_FILES = ("data.py", "data.json", "data.jsonl")
@@ -155,6 +157,35 @@ def _import(name: str, where: Path) -> types.ModuleType:
         raise SpecError(f"{where}: {type(e).__name__}: {e}") from None
 
 
+def _json_specs(folder: Path, name: str, category: str) -> list[ToolSpec]:
+    """Tools declared as OpenAI function schemas (tools.json), implemented by tools.py's functions."""
+    import ast
+
+    f = folder / "tools.json"
+    try:
+        entries = json.loads(f.read_text())
+    except ValueError as e:
+        raise SpecError(f"{f}: not JSON: {e}") from None
+    if not isinstance(entries, list):
+        raise SpecError(f"{f}: must be a list of OpenAI function schemas")
+    try:
+        defined = {n.name for n in ast.parse((folder / "tools.py").read_text()).body if isinstance(n, ast.FunctionDef)}
+    except SyntaxError as e:
+        raise SpecError(f"{folder / 'tools.py'}: {e.msg} (line {e.lineno})") from None
+    specs = []
+    for i, entry in enumerate(entries):
+        try:
+            fn_name = entry.get("function", entry)["name"]
+            spec = ToolSpec.from_openai(entry, domain=name, category=category, function=fn_name,
+                                        effect=entry.get("effect", "write"))
+        except (KeyError, TypeError, AttributeError, ValueError) as e:
+            raise SpecError(f"{f}: tool #{i + 1}: {e}") from None
+        if fn_name not in defined:
+            raise SpecError(f"{f}: tool {fn_name!r} has no function of that name in tools.py")
+        specs.append(spec)
+    return specs
+
+
 def load_folder(folder: str | Path) -> Domain:
     """A Domain from a domain folder (see the module docstring)."""
     from toolzoo.domains import infer_schema
@@ -171,14 +202,17 @@ def load_folder(folder: str | Path) -> Domain:
                         + (f"; found {', '.join(p.name for p in data_files)}" if data_files else ""))
     pkg_name = _package(folder)
     pkg = sys.modules[pkg_name]
-    tools_mod = _import(f"{pkg_name}.tools", folder / "tools.py")
-    fns = [v for v in vars(tools_mod).values()
-           if inspect.isfunction(v) and hasattr(v, "__tool__") and v.__module__ == tools_mod.__name__]
-    if not fns:
-        raise SpecError(f"{folder / 'tools.py'}: no @tool functions")
-    fns.sort(key=lambda f: f.__code__.co_firstlineno)
     category = getattr(pkg, "CATEGORY", DEFAULT_CATEGORY)
-    specs = [spec_from_function(f, domain=name, category=category) for f in fns]
+    if (folder / "tools.json").is_file():
+        specs = _json_specs(folder, name, category)
+    else:
+        tools_mod = _import(f"{pkg_name}.tools", folder / "tools.py")
+        fns = [v for v in vars(tools_mod).values()
+               if inspect.isfunction(v) and hasattr(v, "__tool__") and v.__module__ == tools_mod.__name__]
+        if not fns:
+            raise SpecError(f"{folder / 'tools.py'}: no @tool functions")
+        fns.sort(key=lambda f: f.__code__.co_firstlineno)
+        specs = [spec_from_function(f, domain=name, category=category) for f in fns]
     data = data_files[0]
     source = (folder / "tools.py").read_text()
     data_file = None
