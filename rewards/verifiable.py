@@ -38,6 +38,7 @@ from sandboxes import SandboxError, state_digest
 from synth.episode import ToolCallRecord, Trajectory, resolve_domain
 from synth.tasks import Task
 from synth.usersim import STOP, asks_for, key_phrase
+from toolzoo.mcp_domain import has_state, pool_for
 from toolzoo.runtime import bundle
 from toolzoo.spec import Domain, Zoo
 
@@ -94,18 +95,24 @@ class _Replayer:
     def __init__(self, pool: Any, domain: DomainSource = None):
         self.pool = pool
         self.domain = domain
+        self._pools: dict[int, Any] = {}
 
     async def open(self, task: Task, *, offered_only: bool) -> tuple[Any, Domain]:
         dom = _domain(task, self.domain)
         specs = [dom.tool(n) for n in task.tools] if (offered_only and task.tools) else None
-        sb = await self.pool.acquire()
+        pool = pool_for(dom, self.pool)  # an MCP domain: a fresh session of its server
+        sb = await pool.acquire()
+        self._pools[id(sb)] = pool
         try:
             await sb.load_domain(bundle(dom, seed=task.seed, tools=specs))  # state = the bundle's seeded INITIAL_STATE
         except BaseException:
             with anyio.CancelScope(shield=True):
-                await self.pool.release(sb)
+                await self.release(sb)
             raise
         return sb, dom
+
+    async def release(self, sb: Any) -> None:
+        await self._pools.pop(id(sb), self.pool).release(sb)
 
 
 # ============================================================== structural diff
@@ -174,7 +181,7 @@ class GoldCache:
                 state = (await sb.snapshot()).state
             finally:
                 with anyio.CancelScope(shield=True):
-                    await replayer.pool.release(sb)
+                    await replayer.release(sb)
             self._done[key] = (state_digest(state), state)
             return self._done[key]
 
@@ -199,6 +206,9 @@ class WorldStateReward:
         if (r := _infra(self.name, traj)) is not None:
             return r
         try:
+            if not has_state(_domain(task, self.replayer.domain)):
+                return _abstain(self.name, "the MCP domain declares no state hook (mcp.json \"state\"): its world "
+                                           "state cannot be read")
             gold_hash, gold_state = await self.cache.compute(task, self.replayer)
         except SandboxError as e:
             return _abstain(self.name, f"the sandbox failed while replaying the gold actions ({type(e).__name__}: {e})")
@@ -608,6 +618,8 @@ class ReverifyReward:
             dom = _domain(task, self.replayer.domain)
         except (KeyError, ValueError) as e:
             return _abstain(self.name, f"the task's domain cannot be loaded: {e}")
+        if not has_state(dom):
+            return _abstain(self.name, "the MCP domain declares no state hook: recorded states cannot be re-verified")
         flags: list[str] = []
         problems: list[str] = []
         details: dict[str, Any] = {}
@@ -690,6 +702,6 @@ class ReverifyReward:
                 problems.append((FLAG_STATE, "the recorded final state hash differs from the replay of the recorded calls"))
         finally:
             with anyio.CancelScope(shield=True):
-                await self.replayer.pool.release(sb)
+                await self.replayer.release(sb)
         return {"problems": problems, "replayed": replayed, "initial_hash": initial, "final_hash": final,
                 "diverged_at": diverged_at}

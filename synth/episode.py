@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 
 from sandboxes import SandboxDead, SandboxError, SandboxPool, ToolError
 from synth.usersim import OUT_OF_SCOPE, STOP, TRANSFER, UserSimulator, key_phrase, user_only_info
+from toolzoo.mcp_domain import pool_for
 from toolzoo.runtime import ToolRuntime
 from toolzoo.spec import Domain, Zoo
 
@@ -305,6 +306,7 @@ async def run_episode(
         try:
             dom = resolve_domain(task, domain)
             specs = [dom.tool(n) for n in task.tools] if task.tools else list(dom.tools)
+            pool = pool_for(dom, pool)  # an MCP domain: a session of its own server per episode
             sb = await pool.acquire()
             rt = ToolRuntime(sb, dom, tools=specs, seed=task.seed)
             await rt.load()

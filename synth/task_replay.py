@@ -14,6 +14,7 @@ from sandboxes.models import state_digest
 from synth.task_models import CALL_TIMEOUT, DroppedTask, Task
 from synth.task_values import _dumps
 from toolzoo.domains import resolve_domain
+from toolzoo.mcp_domain import pool_for
 from toolzoo.spec import Domain
 
 
@@ -32,7 +33,7 @@ async def replay_task(task: Task, pool: Any, domain: Domain | None = None) -> Re
     from toolzoo.runtime import bundle
 
     domain = resolve_domain(task.domain, domain)
-    async with pool.sandbox() as sb:
+    async with pool_for(domain, pool).sandbox() as sb:
         await sb.load_domain(bundle(domain, seed=task.seed))  # a pooled sandbox, reset on release
         outputs = []
         for i, a in enumerate(task.gold_actions):

@@ -60,6 +60,7 @@ from synth.task_replay import ReplayResult, check_task, replay_task, replay_task
 from synth.task_values import fmt, humanize, id_like, names_match
 from synth.task_writing import (ASK, FIRST_NAMES, FRAMES, IDENTITY_WORDS, INTROS, OPENERS, ROLES, STYLES, THEN, Draft,
                                 goal_phrase, llm_rewrite, make_rubric, reference, write_task)
+from toolzoo.mcp_domain import pool_for
 from toolzoo.spec import Domain
 
 __all__ = [  # with the names of the step modules, so `from synth.tasks import X` keeps working
@@ -152,7 +153,7 @@ class TaskSynthesizer:
         lock = self._locks.setdefault(key, anyio.Lock())
         async with lock:
             if key not in self._contexts:
-                async with self.pool.sandbox() as sb:
+                async with pool_for(self.domains[name], self.pool).sandbox() as sb:
                     self._contexts[key] = await build_context(sb, self.domains[name], seed)
         return self._contexts[key]
 

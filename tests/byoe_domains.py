@@ -140,3 +140,58 @@ def write_openai_env(root: Path) -> Path:
     (env / "wiki.md").write_text("Authenticate the user by id before any change.")
     (env / "tasks_test.py").write_text(ENV_TASKS)
     return env
+
+
+# An MCP server of the test's own, with its world state behind two hook tools.
+MCP_SERVER = '''
+import copy
+import json
+
+from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
+
+server = MCPServer("Shipping MCP")
+START = {"users": {f"u{i}": {"name": f"User {i}", "address": {"city": "Austin", "state": "TX"}} for i in (1, 2, 3)}}
+DB = copy.deepcopy(START)
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def get_user(user_id: str) -> dict:
+    """Show a user's name and address."""
+    if user_id not in DB["users"]:
+        raise ValueError(f"no user {user_id}")
+    return {"user_id": user_id, **DB["users"][user_id]}
+
+
+@server.tool(annotations=ToolAnnotations(destructiveHint=False))
+def modify_user_address(user_id: str, city: str, state: str) -> dict:
+    """Change a user's address (city and US state)."""
+    if user_id not in DB["users"]:
+        raise ValueError(f"no user {user_id}")
+    DB["users"][user_id]["address"] = {"city": city, "state": state}
+    return {"user_id": user_id, "address": DB["users"][user_id]["address"]}
+
+
+@server.tool()
+def get_state() -> dict:
+    """The whole database (the state hook)."""
+    return DB
+
+
+@server.tool()
+def reset_state() -> str:
+    """Back to the start (the reset hook)."""
+    DB.clear()
+    DB.update(copy.deepcopy(START))
+    return "ok"
+
+
+if __name__ == "__main__":
+    server.run("stdio")
+'''
+
+
+def write_mcp_server(root: Path) -> Path:
+    path = root / "shipping_mcp_server.py"
+    path.write_text(MCP_SERVER)
+    return path

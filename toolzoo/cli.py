@@ -32,8 +32,19 @@ def import_mcp(
     token: str = typer.Option(None, "--token", help="bearer token sent to the --url server (never stored)"),
     env: list[str] = EnvOpt,
     timeout: float = typer.Option(30.0, help="seconds to wait for the server"),
+    domain: bool = typer.Option(False, "--domain", help="write a domain folder OUT/NAME (mcp.json) that episodes, "
+                                "training and evals use (load it with --domain-dir OUT), not a zoo.json"),
+    state_read: str = typer.Option(None, "--state-read", help="with --domain: tool:NAME or resource:URI returning the "
+                                   "server's world state as JSON (enables world-state rewards)"),
+    state_reset: str = typer.Option(None, "--state-reset", help="with --domain: tool:NAME or resource:URI putting the "
+                                    "state back to its start (called before every episode and replay)"),
+    read: list[str] = typer.Option(None, "--read", help="a tool that only reads, whatever its annotations (repeatable)"),
+    write: list[str] = typer.Option(None, "--write", help="a tool that writes (repeatable)"),
 ) -> None:
-    """List a real MCP server's tools and save them as a zoo (in `external`)."""
+    """List a real MCP server's tools and save them as a zoo (in `external`), or as a domain (--domain).
+
+    Effects come from the tools' annotations: readOnlyHint true is a read; anything else, a
+    destructiveHint or no annotation, a write (MCP's default), unless --read/--write say otherwise."""
     import anyio
 
     from toolzoo.mcp import list_mcp_tools
@@ -52,10 +63,26 @@ def import_mcp(
         source = McpSource(url=url, server_name=name)
     headers = {"Authorization": f"Bearer {token}"} if token else None
 
+    if (state_read or state_reset or read or write) and not domain:
+        raise ValueError("--state-read, --state-reset, --read and --write go with --domain")
+    if state_reset and not state_read:
+        raise ValueError("--state-reset needs --state-read (a reset without a read gives no world-state reward)")
     specs = anyio.run(lambda: list_mcp_tools(source, headers=headers, timeout=timeout))
-    zoo = Zoo(external=specs)
-    zoo.check_names()
-    path = zoo.save(out)
+    if domain:
+        from toolzoo.mcp_domain import write_mcp_domain
+        from toolzoo.spec import McpStateHook
+
+        hook = McpStateHook(read=state_read, reset=state_reset) if state_read else None
+        effects = {**{t: "read" for t in read or ()}, **{t: "write" for t in write or ()}}
+        folder = write_mcp_domain(specs, out, name or (specs[0].domain if specs else "mcp"), state=hook,
+                                  effects=effects)
+        from toolzoo.domain_dirs import load_folder
+
+        specs, path = load_folder(folder).tools, folder  # as episodes will see them: hooks hidden, effects set
+    else:
+        zoo = Zoo(external=specs)
+        zoo.check_names()
+        path = zoo.save(out)
 
     table = Table(title=f"{len(specs)} MCP tool(s) from {specs[0].domain if specs else 'the server'}")
     for col in ("tool", "effect", "parameters", "description"):
@@ -64,7 +91,7 @@ def import_mcp(
         params = ", ".join(t.parameters.get("properties", {}))
         table.add_row(t.name, t.effect, params, t.description.strip().splitlines()[0] if t.description.strip() else "")
     console.print(table)
-    console.print(f"wrote {path / 'zoo.json'}", highlight=False)
+    console.print(f"wrote {path / 'mcp.json' if domain else path / 'zoo.json'}", highlight=False)
 
 
 def _env_option(items: list[str]) -> dict[str, str]:

@@ -43,7 +43,7 @@ _registered: dict[str, Path] = {}
 
 
 def is_domain_folder(path: str | Path) -> bool:
-    return (Path(path) / "tools.py").is_file()
+    return (Path(path) / "tools.py").is_file() or (Path(path) / "mcp.json").is_file()
 
 
 def looks_like_path(ref: str | os.PathLike[str]) -> bool:
@@ -186,16 +186,34 @@ def _json_specs(folder: Path, name: str, category: str) -> list[ToolSpec]:
     return specs
 
 
+def _mcp_folder(folder: Path, name: str) -> Domain:
+    """An MCP domain (toolzoo.mcp_domain): tools on an MCP server, optional state hooks."""
+    from pydantic import ValidationError
+
+    f = folder / "mcp.json"
+    try:
+        raw = json.loads(f.read_text())
+        tools = [ToolSpec.model_validate({**t, "domain": name}) for t in raw.get("tools", [])]
+        policy = folder / "policy.md"
+        return Domain(name=name, category=raw.get("category", "mcp"), description=raw.get("description") or name,
+                      policy=policy.read_text().strip() if policy.exists() else "", source="",
+                      tools=tools, mcp_state=raw.get("state"))
+    except (ValueError, ValidationError, AttributeError, TypeError) as e:
+        raise SpecError(f"{f}: {' '.join(str(e).split())[:300] or type(e).__name__}") from None
+
+
 def load_folder(folder: str | Path) -> Domain:
     """A Domain from a domain folder (see the module docstring)."""
     from toolzoo.domains import infer_schema
 
     folder = Path(folder).expanduser().resolve()
     if not is_domain_folder(folder):
-        raise SpecError(f"{folder}: not a domain folder (no tools.py)")
+        raise SpecError(f"{folder}: not a domain folder (no tools.py or mcp.json)")
     name = folder.name
     if not NAME_RE.match(name):
         raise SpecError(f"{folder}: the folder name {name!r} must be a valid identifier (it is the domain's name)")
+    if (folder / "mcp.json").is_file():
+        return _mcp_folder(folder, name)
     data_files = [folder / f for f in DATA_FILES if (folder / f).is_file()]
     if len(data_files) != 1:
         raise SpecError(f"{folder}: needs exactly one of {', '.join(DATA_FILES)}"
