@@ -10,6 +10,8 @@ from rich.console import Console
 from sandboxes.cli import one_line_errors
 from toolzoo.domain_dirs import HELP as DOMAIN_DIR_HELP
 
+DomainDirOpt = typer.Option(None, "--domain-dir", metavar="DIR", help=DOMAIN_DIR_HELP)
+
 app = typer.Typer(help="Personal eval suites (pydantic-evals): run them on models, report, compare runs.",
                   no_args_is_help=True, pretty_exceptions_enable=False)
 console = Console()
@@ -59,7 +61,7 @@ def run_cmd(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar"),
     allow_broken: bool = typer.Option(False, "--allow-broken", help="exit 0 even when suite files or cases do not "
                                       "load (they still run as failures with the reason)"),
-    domain_dir: list[str] = typer.Option(None, "--domain-dir", metavar="DIR", help=DOMAIN_DIR_HELP),
+    domain_dir: list[str] = DomainDirOpt,
 ) -> None:
     """Run SUITE on one or more models; print the grid, save the runs and an HTML report.
 

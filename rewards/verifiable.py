@@ -38,7 +38,7 @@ from sandboxes import SandboxError, state_digest
 from synth.episode import ToolCallRecord, Trajectory, resolve_domain
 from synth.tasks import Task
 from synth.usersim import STOP, asks_for, key_phrase
-from toolzoo.mcp_domain import has_state, pool_for
+from toolzoo.mcp_domain import has_state, pool_for, release_to
 from toolzoo.runtime import bundle
 from toolzoo.spec import Domain, Zoo
 
@@ -95,24 +95,18 @@ class _Replayer:
     def __init__(self, pool: Any, domain: DomainSource = None):
         self.pool = pool
         self.domain = domain
-        self._pools: dict[int, Any] = {}
 
     async def open(self, task: Task, *, offered_only: bool) -> tuple[Any, Domain]:
         dom = _domain(task, self.domain)
         specs = [dom.tool(n) for n in task.tools] if (offered_only and task.tools) else None
-        pool = pool_for(dom, self.pool)  # an MCP domain: a fresh session of its server
-        sb = await pool.acquire()
-        self._pools[id(sb)] = pool
+        sb = await pool_for(dom, self.pool).acquire()  # an MCP domain: a fresh session of its server
         try:
             await sb.load_domain(bundle(dom, seed=task.seed, tools=specs))  # state = the bundle's seeded INITIAL_STATE
         except BaseException:
             with anyio.CancelScope(shield=True):
-                await self.release(sb)
+                await release_to(sb, self.pool)
             raise
         return sb, dom
-
-    async def release(self, sb: Any) -> None:
-        await self._pools.pop(id(sb), self.pool).release(sb)
 
 
 # ============================================================== structural diff
@@ -181,7 +175,7 @@ class GoldCache:
                 state = (await sb.snapshot()).state
             finally:
                 with anyio.CancelScope(shield=True):
-                    await replayer.release(sb)
+                    await release_to(sb, replayer.pool)
             self._done[key] = (state_digest(state), state)
             return self._done[key]
 
@@ -207,8 +201,7 @@ class WorldStateReward:
             return r
         try:
             if not has_state(_domain(task, self.replayer.domain)):
-                return _abstain(self.name, "the MCP domain declares no state hook (mcp.json \"state\"): its world "
-                                           "state cannot be read")
+                return _abstain(self.name, "the MCP domain declares no state hook: its world state cannot be read")
             gold_hash, gold_state = await self.cache.compute(task, self.replayer)
         except SandboxError as e:
             return _abstain(self.name, f"the sandbox failed while replaying the gold actions ({type(e).__name__}: {e})")
@@ -702,6 +695,6 @@ class ReverifyReward:
                 problems.append((FLAG_STATE, "the recorded final state hash differs from the replay of the recorded calls"))
         finally:
             with anyio.CancelScope(shield=True):
-                await self.replayer.release(sb)
+                await release_to(sb, self.replayer.pool)
         return {"problems": problems, "replayed": replayed, "initial_hash": initial, "final_hash": final,
                 "diverged_at": diverged_at}

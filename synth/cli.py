@@ -11,6 +11,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from sandboxes.cli import one_line_errors
 from toolzoo.domain_dirs import HELP as DOMAIN_DIR_HELP
 
+DomainDirOpt = typer.Option(None, "--domain-dir", metavar="DIR", help=DOMAIN_DIR_HELP)
+
 app = typer.Typer(help="Synthesize tools from the seed zoo.", no_args_is_help=True)
 console = Console()
 err_console = Console(stderr=True)
@@ -108,7 +110,7 @@ def tasks_cmd(
     domains: str = typer.Option(None, "--domains", help="comma-separated seed domains (default: all)"),
     backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
     sandboxes: int = typer.Option(4, "--sandboxes", min=1, help="sandboxes working in parallel"),
-    domain_dir: list[str] = typer.Option(None, "--domain-dir", metavar="DIR", help=DOMAIN_DIR_HELP),
+    domain_dir: list[str] = DomainDirOpt,
 ) -> None:
     """Synthesize verifiable tasks (APIGen-MT blueprints: instruction, gold actions, expected outputs),
     each validated by replaying its gold actions twice in fresh sandboxes. With --domain-dir and no
@@ -148,7 +150,7 @@ def import_tasks_cmd(
     out: str = typer.Option(..., "--out", help="directory for tasks.jsonl, the dataset and dropped.jsonl"),
     backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
     sandboxes: int = typer.Option(4, "--sandboxes", min=1, help="sandboxes replaying in parallel"),
-    domain_dir: list[str] = typer.Option(None, "--domain-dir", metavar="DIR", help=DOMAIN_DIR_HELP),
+    domain_dir: list[str] = DomainDirOpt,
 ) -> None:
     """Import an environment's own tasks (instruction, gold actions, outputs), each kept only if its gold
     actions replay to the same state twice and produce its outputs."""
@@ -185,7 +187,7 @@ def trajectories_cmd(
     backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
     best_of_n: int = typer.Option(1, "--best-of-n", min=1, help="LLM user: candidates per reply"),
     critique: bool = typer.Option(False, "--critique", help="LLM user: pick among candidates with a self-critique"),
-    domain_dir: list[str] = typer.Option(None, "--domain-dir", metavar="DIR", help=DOMAIN_DIR_HELP),
+    domain_dir: list[str] = DomainDirOpt,
 ) -> None:
     """Run every task once (agent + user simulator + sandboxed tools); write trajectories.jsonl and a
     Hugging Face dataset in TRL's conversational tool-calling format (messages + tools)."""
@@ -233,7 +235,7 @@ def behaviours_cmd(
     seed: int = typer.Option(0, "--seed", help="seed of the per-trace behaviour draws"),
     concurrency: int = typer.Option(8, "--concurrency", min=1, help="episodes (and sandboxes) at a time"),
     backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
-    domain_dir: list[str] = typer.Option(None, "--domain-dir", metavar="DIR", help=DOMAIN_DIR_HELP),
+    domain_dir: list[str] = DomainDirOpt,
 ) -> None:
     """Priming traces with (or without) cognitive behaviours (Gandhi et al. 2025): one real episode per
     task in the chosen condition; writes trajectories.jsonl, sft/ (TRL format) and summary.json."""

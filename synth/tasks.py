@@ -183,7 +183,7 @@ class TaskSynthesizer:
                 self._gen_fail[reason] += 1
                 continue
             try:
-                async with self.pool.sandbox() as sb:
+                async with pool_for(ctx.domain, self.pool).sandbox() as sb:
                     await sb.load_domain(bundle(ctx.domain, seed=dseed))
                     steps = await run_plan(sb, ctx, plan, rng)
                     final_digest = (await sb.snapshot()).digest

@@ -12,6 +12,11 @@ from rich.table import Table
 from sandboxes.cli import one_line_errors
 from toolzoo.domain_dirs import HELP as DOMAIN_DIR_HELP
 
+DomainDirOpt = typer.Option(None, "--domain-dir", metavar="DIR", help=DOMAIN_DIR_HELP)
+ReadOpt = typer.Option(None, "--read", metavar="TOOL", help="a tool that only reads, whatever its name or annotations "
+                       "say (repeatable)")
+WriteOpt = typer.Option(None, "--write", metavar="TOOL", help="a tool that writes (repeatable)")
+
 app = typer.Typer(help="The tool zoo.", no_args_is_help=True)
 console = Console()
 err_console = Console(stderr=True)
@@ -38,8 +43,8 @@ def import_mcp(
                                    "server's world state as JSON (enables world-state rewards)"),
     state_reset: str = typer.Option(None, "--state-reset", help="with --domain: tool:NAME or resource:URI putting the "
                                     "state back to its start (called before every episode and replay)"),
-    read: list[str] = typer.Option(None, "--read", help="a tool that only reads, whatever its annotations (repeatable)"),
-    write: list[str] = typer.Option(None, "--write", help="a tool that writes (repeatable)"),
+    read: list[str] = ReadOpt,
+    write: list[str] = WriteOpt,
 ) -> None:
     """List a real MCP server's tools and save them as a zoo (in `external`), or as a domain (--domain).
 
@@ -115,8 +120,8 @@ def import_openai_cmd(
     name: str = typer.Option(..., "--name", help="the domain's name"),
     out: str = typer.Option(..., "--out", help="write the domain folder OUT/NAME here"),
     policy: str = typer.Option(None, "--policy", help="the environment's rules (wiki) for the agent"),
-    read: list[str] = typer.Option(None, "--read", help="a tool that only reads (repeatable; default: by its verb)"),
-    write: list[str] = typer.Option(None, "--write", help="a tool that writes (repeatable)"),
+    read: list[str] = ReadOpt,
+    write: list[str] = WriteOpt,
     overwrite: bool = typer.Option(False, "--overwrite", help="replace OUT/NAME if it exists"),
 ) -> None:
     """Turn an OpenAI-function environment (tau-bench style) into a domain folder; load it with --domain-dir."""
@@ -141,7 +146,7 @@ def serve_mcp(
                               help="require `Authorization: Bearer <token>` on every HTTP request"),
     seed: int = typer.Option(0, "--seed", help="seed of the domain's initial state"),
     backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
-    domain_dir: list[str] = typer.Option(None, "--domain-dir", metavar="DIR", help=DOMAIN_DIR_HELP),
+    domain_dir: list[str] = DomainDirOpt,
 ) -> None:
     """Serve a zoo domain (a name, or the path of a domain folder) as an MCP server; its tools run in a sandbox."""
     from toolzoo.domain_dirs import use
@@ -226,7 +231,7 @@ def validate_cmd(
     backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
     sandboxes: int = typer.Option(4, "--sandboxes", min=1, help="sandboxes validating in parallel"),
     json_out: bool = typer.Option(False, "--json", help="print the report as one JSON object"),
-    domain_dir: list[str] = typer.Option(None, "--domain-dir", metavar="DIR", help=DOMAIN_DIR_HELP),
+    domain_dir: list[str] = DomainDirOpt,
 ) -> None:
     """Check every tool: spec, then sample valid and invalid calls in sandboxes. Exits 1 if any fails."""
     from toolzoo.domain_dirs import use

@@ -40,6 +40,50 @@ DATA_FILES = ("data.py", "data.json", "data.jsonl")
 DEFAULT_CATEGORY = "custom"
 
 _registered: dict[str, Path] = {}
+BUILTIN = Path(__file__).parent / "domains"
+
+
+def builtin_names() -> list[str]:
+    """The seed zoo's domains (toolzoo/domains/<name>/); their names are reserved."""
+    return sorted(p.name for p in BUILTIN.iterdir() if (p / "tools.py").exists())
+
+
+def infer_schema(value: Any, depth: int = 0) -> dict[str, Any]:
+    """A JSON Schema describing `value` (the shape of a seeded state)."""
+    if isinstance(value, bool):
+        return {"type": "boolean"}
+    if isinstance(value, int):
+        return {"type": "integer"}
+    if isinstance(value, float):
+        return {"type": "number"}
+    if isinstance(value, str):
+        return {"type": "string"}
+    if value is None:
+        return {"type": "null"}
+    if isinstance(value, list):
+        return {"type": "array", "items": infer_schema(value[0], depth + 1) if value else {}}
+    if isinstance(value, dict):
+        rows = list(value.values())
+        if depth >= 1 and len(rows) >= 2 and all(isinstance(r, dict) and r.keys() == rows[0].keys() for r in rows):
+            # A table keyed by id: describe one row.
+            return {"type": "object", "additionalProperties": infer_schema(rows[0], depth + 1)}
+        return {"type": "object", "properties": {k: infer_schema(v, depth + 1) for k, v in value.items()}}
+    return {}
+
+
+def initial_state(domain: Domain) -> Any:
+    """The fixed initial state of a domain whose data is a file; None for seed(rng) domains."""
+    if domain.data_file is None:
+        return None
+    path = Path(domain.data_file)
+    key = (str(path), path.stat().st_mtime_ns)
+    if key not in _DATA:  # one parse per file version; the bundle ships it as JSON, so sharing it is safe
+        _DATA.clear()
+        _DATA[key] = read_data_file(path)
+    return _DATA[key]
+
+
+_DATA: dict[tuple[str, int], Any] = {}
 
 
 def is_domain_folder(path: str | Path) -> bool:
@@ -66,9 +110,7 @@ def folders_in(path: str | Path) -> list[Path]:
 
 def register(path: str | Path) -> list[str]:
     """Make the domains at `path` known by name; returns their names."""
-    from toolzoo.domains import domain_names
-
-    builtin = set(domain_names())
+    builtin = set(builtin_names())
     names = []
     for folder in folders_in(path):
         name = folder.name
@@ -204,8 +246,6 @@ def _mcp_folder(folder: Path, name: str) -> Domain:
 
 def load_folder(folder: str | Path) -> Domain:
     """A Domain from a domain folder (see the module docstring)."""
-    from toolzoo.domains import infer_schema
-
     folder = Path(folder).expanduser().resolve()
     if not is_domain_folder(folder):
         raise SpecError(f"{folder}: not a domain folder (no tools.py or mcp.json)")
@@ -266,17 +306,3 @@ def use(dirs: list[str] | None) -> list[str]:
     if names:
         export_env()
     return names
-
-
-def domains_at(where: str | os.PathLike[str]) -> list[Domain] | None:
-    """The domains a zoo argument names when it is a domain folder, a folder of them, or a registered
-    domain's name; None when it is something else (a saved zoo, `seed`)."""
-    from toolzoo.domains import load_domain
-
-    p = Path(where).expanduser()
-    if p.is_dir() and not (p / "zoo.json").exists() and (is_domain_folder(p) or any(
-            is_domain_folder(c) for c in p.iterdir() if c.is_dir())):
-        return [load_domain(f) for f in folders_in(p)]
-    if os.fspath(where) in registered():
-        return [load_domain(os.fspath(where))]
-    return None

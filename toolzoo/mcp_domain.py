@@ -47,6 +47,11 @@ def pool_for(domain: Domain, pool: Any) -> Any:
     return McpPool(domain) if is_mcp_domain(domain) else pool
 
 
+async def release_to(sb: Any, pool: Any) -> None:
+    """Give `sb` back to the pool it came from: `pool`, or its own McpPool for an MCP session."""
+    await (sb.pool if isinstance(sb, McpSession) else pool).release(sb)
+
+
 class McpSession:
     """One episode's session to the domain's MCP server, answering like a Sandbox."""
 
@@ -57,6 +62,7 @@ class McpSession:
         self.tools = {t.name: t for t in domain.tools}
         self.hook: McpStateHook | None = domain.mcp_state
         self.client = McpClient(call_timeout=call_timeout, connect_timeout=connect_timeout)
+        self.pool: Any = None  # the McpPool it came from
         self._portal_cm: Any = None
         self._client_cm: Any = None
 
@@ -160,8 +166,10 @@ class McpPool:
         self.domain = domain
 
     async def acquire(self) -> McpSession:
+        session = McpSession(self.domain)
+        session.pool = self
         try:
-            return await McpSession(self.domain).open()
+            return await session.open()
         except McpConnectionError as e:
             raise SandboxDead(str(e)) from None
 

@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from sandboxes import DomainBundle, Sandbox, ToolError, ToolResult
+from toolzoo.domain_dirs import initial_state
 from toolzoo.spec import Domain, ToolSpec
 
 DSL_SOURCE = (Path(__file__).parent / "dsl.py").read_text()
@@ -75,7 +76,7 @@ def bundle(
     source = "\n\n".join([header, strip_local_imports(domain.source), *extra]) + FOOTER.format(
         specs=spec_json, seed=seed, modes=modes, rate=f.rate, failure_seed=f.seed
     )
-    return DomainBundle(name=domain.name, source=source, state=domain.initial_state())
+    return DomainBundle(name=domain.name, source=source, state=initial_state(domain))
 
 
 class ToolRuntime:

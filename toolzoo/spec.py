@@ -208,31 +208,11 @@ class Domain(BaseModel):
                 raise ValueError(f"tool {t.name} says domain {t.domain!r} but sits in {self.name!r}")
         return self
 
-    def initial_state(self) -> Any:
-        """The fixed initial state of a domain whose data is a file; None for seed(rng) domains."""
-        if self.data_file is None:
-            return None
-        from toolzoo.domain_dirs import read_data_file
-
-        return _cached_data(self.data_file, Path(self.data_file).stat().st_mtime_ns, read_data_file)
-
     def tool(self, name: str) -> ToolSpec:
         for t in self.tools:
             if t.name == name:
                 return t
         raise KeyError(f"domain {self.name} has no tool {name!r}")
-
-
-_DATA_CACHE: dict[tuple[str, int], Any] = {}
-
-
-def _cached_data(path: str, mtime: int, read: Any) -> Any:
-    # One parse per file version; the bundle ships it as JSON, so sharing it is safe.
-    key = (path, mtime)
-    if key not in _DATA_CACHE:
-        _DATA_CACHE.clear()
-        _DATA_CACHE[key] = read(Path(path))
-    return _DATA_CACHE[key]
 
 
 class Zoo(BaseModel):

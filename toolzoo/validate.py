@@ -532,7 +532,7 @@ def validate_zoo_at(where: Any, *, backend: str = "auto", sandboxes: int = 4,
                     progress: Callable[[ToolCheck], None] | None = None) -> ValidationReport:
     """Validate a saved zoo (`seed` for the built-in one), a domain folder (or a folder of them) or a
     registered domain's name; unparseable tools count as failures."""
-    from toolzoo.domain_dirs import domains_at
+    from toolzoo.domains import domains_at
 
     folders = domains_at(where) if str(where) != "seed" else None
     if folders is not None:

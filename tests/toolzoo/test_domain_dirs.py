@@ -15,6 +15,7 @@ from synth.tasks import task_row
 from tests.byoe_domains import write_domain
 from tests.conftest import any_backend
 from toolzoo import domain_dirs
+from toolzoo.domain_dirs import initial_state
 from toolzoo.domains import load_domain
 from toolzoo.spec import SpecError
 from toolzoo.testing import DomainHarness
@@ -49,7 +50,7 @@ def test_a_folder_loads_by_path_with_json_seed_data(tmp_path, clean_registry, js
     assert dom.name == "json_desk" and dom.category == "ecommerce" and dom.policy.startswith("Change an address")
     assert [t.name for t in dom.tools] == ["get_user", "modify_user_address"]
     assert dom.tool("modify_user_address").effect == "write" and dom.tool("get_user").effect == "read"
-    assert dom.initial_state()["users"]["u4"]["name"] == "User 4"
+    assert initial_state(dom)["users"]["u4"]["name"] == "User 4"
     assert load_domain("json_desk") is dom  # registered under its name by the load
 
 

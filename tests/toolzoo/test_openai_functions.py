@@ -11,6 +11,7 @@ from synth.imported_tasks import import_tasks
 from tests.byoe_domains import write_openai_env
 from tests.conftest import any_backend
 from toolzoo import domain_dirs
+from toolzoo.domain_dirs import initial_state
 from toolzoo.domains import load_domain
 from toolzoo.openai_functions import import_environment
 from toolzoo.spec import SpecError
@@ -34,7 +35,7 @@ def test_an_openai_function_environment_becomes_a_domain_and_tasks(tmp_path):
     assert [t.name for t in dom.tools] == ["get_user_details", "modify_user_address"]
     assert dom.tool("get_user_details").effect == "read" and dom.tool("modify_user_address").effect == "write"
     assert dom.tool("modify_user_address").parameters["required"] == ["user_id", "city", "state", "zip"]
-    assert dom.policy.startswith("Authenticate") and dom.initial_state()["users"]["bo_2"]["name"] == "Bo"
+    assert dom.policy.startswith("Authenticate") and initial_state(dom)["users"]["bo_2"]["name"] == "Bo"
     with DomainHarness(dom, config=SandboxConfig(backend=any_backend())) as h:
         assert h.ok("get_user_details", {"user_id": "ana_1"})["name"] == "Ana"           # JSON text decoded
         assert "not found" in h.err("get_user_details", {"user_id": "nobody"}, code="tool_error").message

@@ -19,9 +19,9 @@ import inspect
 import os
 import random
 from pathlib import Path
-from typing import Any
 
 from toolzoo.categories import BY_NAME, CATEGORIES
+from toolzoo.domain_dirs import builtin_names, infer_schema  # noqa: F401  (infer_schema: re-exported)
 from toolzoo.introspect import spec_from_function
 from toolzoo.spec import Domain, FailureMode, SpecError, Zoo
 
@@ -29,30 +29,7 @@ HERE = Path(__file__).parent
 
 
 def domain_names() -> list[str]:
-    return sorted(p.name for p in HERE.iterdir() if (p / "tools.py").exists())
-
-
-def infer_schema(value: Any, depth: int = 0) -> dict[str, Any]:
-    """A JSON Schema describing `value` (the shape of a seeded state)."""
-    if isinstance(value, bool):
-        return {"type": "boolean"}
-    if isinstance(value, int):
-        return {"type": "integer"}
-    if isinstance(value, float):
-        return {"type": "number"}
-    if isinstance(value, str):
-        return {"type": "string"}
-    if value is None:
-        return {"type": "null"}
-    if isinstance(value, list):
-        return {"type": "array", "items": infer_schema(value[0], depth + 1) if value else {}}
-    if isinstance(value, dict):
-        rows = list(value.values())
-        if depth >= 1 and len(rows) >= 2 and all(isinstance(r, dict) and r.keys() == rows[0].keys() for r in rows):
-            # A table keyed by id: describe one row.
-            return {"type": "object", "additionalProperties": infer_schema(rows[0], depth + 1)}
-        return {"type": "object", "properties": {k: infer_schema(v, depth + 1) for k, v in value.items()}}
-    return {}
+    return builtin_names()
 
 
 def known_domains() -> list[str]:
@@ -124,3 +101,17 @@ def seed_zoo() -> Zoo:
     zoo = Zoo(categories=list(CATEGORIES), domains=[load_domain(n) for n in domain_names()])
     zoo.check_names()
     return zoo
+
+
+def domains_at(where: str | os.PathLike[str]) -> list[Domain] | None:
+    """The domains a zoo argument names when it is a domain folder, a folder of them, or a registered
+    domain's name; None when it is something else (a saved zoo, `seed`)."""
+    from toolzoo.domain_dirs import folders_in, is_domain_folder, registered
+
+    p = Path(where).expanduser()
+    if p.is_dir() and not (p / "zoo.json").exists() and (is_domain_folder(p) or any(
+            is_domain_folder(c) for c in p.iterdir() if c.is_dir())):
+        return [load_domain(f) for f in folders_in(p)]
+    if os.fspath(where) in registered():
+        return [load_domain(os.fspath(where))]
+    return None
