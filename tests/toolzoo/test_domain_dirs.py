@@ -21,15 +21,6 @@ from toolzoo.spec import SpecError
 from toolzoo.testing import DomainHarness
 
 
-@pytest.fixture
-def clean_registry(monkeypatch):
-    monkeypatch.delenv(domain_dirs.ENV, raising=False)
-    before = dict(domain_dirs._registered)
-    yield
-    domain_dirs._registered.clear()
-    domain_dirs._registered.update(before)
-
-
 def test_arguments_named_like_the_runtime_parameters_reach_the_tool(tmp_path, clean_registry):
     # tau-bench's modify_user_address has an argument named `state`; it used to collide with the world state.
     dom = domain_dirs.load_folder(write_domain(tmp_path, "collide_desk"))

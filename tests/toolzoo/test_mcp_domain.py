@@ -16,17 +16,12 @@ from synth.task_models import Action, Rubric, Task, UserScenario
 from synth.usersim import ScriptedUser
 from tests.byoe_domains import write_mcp_server
 from tests.conftest import any_backend
-from toolzoo import domain_dirs
 from toolzoo.domains import load_domain
 
 
 @pytest.fixture(autouse=True)
-def clean_registry(monkeypatch):
-    monkeypatch.delenv(domain_dirs.ENV, raising=False)
-    before = dict(domain_dirs._registered)
+def _forget_domain_folders(clean_registry):
     yield
-    domain_dirs._registered.clear()
-    domain_dirs._registered.update(before)
 
 
 def _import(tmp_path, name, *hooks):

@@ -10,7 +10,6 @@ from sandboxes import SandboxConfig
 from synth.imported_tasks import import_tasks
 from tests.byoe_domains import write_openai_env
 from tests.conftest import any_backend
-from toolzoo import domain_dirs
 from toolzoo.domain_dirs import initial_state
 from toolzoo.domains import load_domain
 from toolzoo.openai_functions import import_environment
@@ -19,12 +18,8 @@ from toolzoo.testing import DomainHarness
 
 
 @pytest.fixture(autouse=True)
-def clean_registry(monkeypatch):
-    monkeypatch.delenv(domain_dirs.ENV, raising=False)
-    before = dict(domain_dirs._registered)
+def _forget_domain_folders(clean_registry):
     yield
-    domain_dirs._registered.clear()
-    domain_dirs._registered.update(before)
 
 
 def test_an_openai_function_environment_becomes_a_domain_and_tasks(tmp_path):
