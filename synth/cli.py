@@ -130,6 +130,9 @@ def tasks_cmd(
             bar.update(bars[phase], completed=done, total=total)
 
         result = synthesize_tasks(n, seed=seed, domains=names, backend=backend, sandboxes=sandboxes, progress=progress)
+    if not result.tasks:
+        why = ", ".join(f"{k} ({v}x)" for k, v in sorted(result.stats.generation_failures.items(), key=lambda kv: -kv[1])[:3])
+        raise ValueError(f"no task could be made in {result.stats.attempts} attempts: {why or 'every replay failed'}")
     path = export_tasks(result, out)
     s = result.stats
     console.print(f"{s.kept}/{n} tasks in {s.seconds:.1f}s ({s.tasks_per_min:.0f}/min, backend {s.backend}); "
