@@ -194,8 +194,11 @@ class Domain(BaseModel):
     state_schema: dict[str, Any] = Field(default_factory=dict)
     tools: list[ToolSpec]
     failure_modes: list[FailureMode] = Field(default_factory=list)
-    data_file: str | None = Field(None, description="a JSON/JSONL file holding the initial state (then no seed())")
-    mcp_state: McpStateHook | None = Field(None, description="an MCP domain's state read/reset hooks")
+    # Left out of dumps when unset, so a zoo's JSON (and what hashes it, e.g. rl.pretrain) is as before.
+    data_file: str | None = Field(None, exclude_if=lambda v: v is None,
+                                  description="a JSON/JSONL file holding the initial state (then no seed())")
+    mcp_state: McpStateHook | None = Field(None, exclude_if=lambda v: v is None,
+                                           description="an MCP domain's state read/reset hooks")
 
     @model_validator(mode="after")
     def _unique(self) -> Domain:
