@@ -9,6 +9,9 @@ from rich.console import Console
 
 from sandboxes.cli import one_line_errors
 from sandboxes.cli_options import count_option, float_option, timeout_option
+from toolzoo.domain_dirs import HELP as DOMAIN_DIR_HELP
+
+DomainDirOpt = typer.Option(None, "--domain-dir", metavar="DIR", help=DOMAIN_DIR_HELP)
 
 app = typer.Typer(help="Personal eval suites (pydantic-evals): run them on models, report, compare runs.",
                   no_args_is_help=True, pretty_exceptions_enable=False)
@@ -65,6 +68,7 @@ def run_cmd(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar"),
     allow_broken: bool = typer.Option(False, "--allow-broken", help="exit 0 even when suite files or cases do not "
                                       "load (they still run as failures with the reason)"),
+    domain_dir: list[str] = DomainDirOpt,
 ) -> None:
     """Run SUITE on one or more models; print the grid, save the runs and an HTML report.
 
@@ -75,6 +79,9 @@ def run_cmd(
     from evals.runner import RunOptions, cases_to_run, run_suite_sync
     from evals.suite import load_suite
 
+    from toolzoo.domain_dirs import use
+
+    use(domain_dir)
     hist = _history(history)
     s = load_suite(suite)
     models = [parse_model(m) for m in model]

@@ -39,6 +39,7 @@ from sandboxes import SandboxError, state_digest
 from synth.episode import ToolCallRecord, Trajectory, resolve_domain
 from synth.tasks import Task
 from synth.usersim import STOP, asks_for, key_phrase
+from toolzoo.mcp_domain import has_state, pool_for, release_to
 from toolzoo.runtime import bundle
 from toolzoo.spec import Domain, Zoo
 
@@ -102,12 +103,12 @@ class _Replayer:
     async def open(self, task: Task, *, offered_only: bool) -> tuple[Any, Domain]:
         dom = _domain(task, self.domain)
         specs = [dom.tool(n) for n in task.tools] if (offered_only and task.tools) else None
-        sb = await self.pool.acquire()
+        sb = await pool_for(dom, self.pool).acquire()  # an MCP domain: a fresh session of its server
         try:
             await sb.load_domain(bundle(dom, seed=task.seed, tools=specs))  # state = the bundle's seeded INITIAL_STATE
         except BaseException:
             with anyio.CancelScope(shield=True):
-                await self.pool.release(sb)
+                await release_to(sb, self.pool)
             raise
         return sb, dom
 
@@ -195,7 +196,7 @@ class GoldCache:
                 state = (await sb.snapshot()).state
             finally:
                 with anyio.CancelScope(shield=True):
-                    await replayer.pool.release(sb)
+                    await release_to(sb, replayer.pool)
             self._done[key] = (state_digest(state), state)
             return self._done[key]
 
@@ -220,6 +221,8 @@ class WorldStateReward:
         if (r := _infra(self.name, traj)) is not None:
             return r
         try:
+            if not has_state(_domain(task, self.replayer.domain)):
+                return _abstain(self.name, "the MCP domain declares no state hook: its world state cannot be read")
             gold_hash, gold_state = await self.cache.compute(task, self.replayer)
         except SandboxError as e:
             return _abstain(self.name, f"the sandbox failed while replaying the gold actions ({type(e).__name__}: {e})")
@@ -585,6 +588,8 @@ class ReverifyReward:
             dom = _domain(task, self.replayer.domain)
         except (KeyError, ValueError) as e:
             return _abstain(self.name, f"the task's domain cannot be loaded: {e}")
+        if not has_state(dom):
+            return _abstain(self.name, "the MCP domain declares no state hook: recorded states cannot be re-verified")
         flags: list[str] = []
         problems: list[str] = []
         details: dict[str, Any] = {}
@@ -637,7 +642,7 @@ class ReverifyReward:
         replayed = 0
         diverged_at: int | None = None
         try:
-            h = (await sb.snapshot()).digest
+            h = await sb.digest()
             initial = h
             if traj.initial_state_hash is not None and traj.initial_state_hash != h:
                 problems.append((FLAG_STATE, "the recorded initial state hash differs from the task's seeded state"))
@@ -656,7 +661,7 @@ class ReverifyReward:
                     if self.check_outputs and canonical(r.output) != canonical(rec.output):
                         problems.append((FLAG_FORGED, f"the recorded output of call #{i + 1} {rec.name} differs from "
                                                       "what the tool returns on replay"))
-                    h = (await sb.snapshot()).digest
+                    h = await sb.digest()
                 if rec.state_hash != h:
                     problems.append((FLAG_STATE, f"the recorded state hash after call #{i + 1} {rec.name} differs from "
                                                  "the replay's"))
@@ -667,6 +672,6 @@ class ReverifyReward:
                 problems.append((FLAG_STATE, "the recorded final state hash differs from the replay of the recorded calls"))
         finally:
             with anyio.CancelScope(shield=True):
-                await self.replayer.pool.release(sb)
+                await release_to(sb, self.replayer.pool)
         return {"problems": problems, "replayed": replayed, "initial_hash": initial, "final_hash": final,
                 "diverged_at": diverged_at}

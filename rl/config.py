@@ -123,6 +123,8 @@ class DataConfig(_Section):
                                                 "None: synthesise `synthesize` tasks into the run directory")
     synthesize: int = Field(32, gt=0, le=1_000_000, description="how many tasks to synthesise when `tasks` is None")
     domains: list[str] | None = Field(None, description="train only on these domains; None: all")
+    domain_dirs: list[str] = Field(default_factory=list, description="domain folders (or folders of them) outside "
+                                   "the package to load; their domains are then known by name")
     max_tasks: int | None = Field(None, gt=0)
     shuffle: bool = True
 
@@ -131,6 +133,17 @@ class DataConfig(_Section):
     def _domains(cls, v: list[str] | None) -> list[str] | None:
         if v is not None and not v:
             raise ValueError("an empty domain list selects nothing; use null for all domains")
+        return v
+
+    @field_validator("domain_dirs")
+    @classmethod
+    def _domain_dirs(cls, v: list[str]) -> list[str]:
+        from toolzoo.domain_dirs import use
+
+        try:
+            use(v)
+        except ValueError as e:  # SpecError: a missing folder, a reserved name
+            raise ValueError(str(e)) from None
         return v
 
 

@@ -52,7 +52,10 @@ def load_train_tasks(cfg: TrainConfig, run_dir: Path) -> list:
     elif (run_dir / "tasks" / "tasks.jsonl").exists():
         tasks = load_tasks(run_dir / "tasks")
     else:
-        made = synthesize_tasks(d.synthesize, seed=cfg.run.seed, domains=d.domains,
+        from toolzoo.domain_dirs import use
+
+        mine = use(d.domain_dirs)
+        made = synthesize_tasks(d.synthesize, seed=cfg.run.seed, domains=d.domains or mine or None,
                                 backend=cfg.rollout.sandbox_backend, sandboxes=min(4, d.synthesize))
         export_tasks(made, run_dir / "tasks")
         tasks = made.tasks

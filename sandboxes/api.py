@@ -304,6 +304,10 @@ class Sandbox(ABC):
         r = await self._request("snapshot")
         return Snapshot(domain=r["domain"], state=r["state"])
 
+    async def digest(self) -> str:
+        """`snapshot().digest` without moving the state: the tool server keeps it between writes."""
+        return (await self._request("digest"))["digest"]
+
     async def restore(self, snapshot: Snapshot) -> None:
         await self._request("restore", state=snapshot.state, domain=snapshot.domain)
 

@@ -63,6 +63,9 @@ class SyncSandbox:
     def snapshot(self) -> Snapshot:
         return self._call(self._sb.snapshot)
 
+    def digest(self) -> str:
+        return self._call(self._sb.digest)
+
     def restore(self, snapshot: Snapshot) -> None:
         self._call(self._sb.restore, snapshot)
 

@@ -218,6 +218,70 @@ class Domain:
         initial = state if state is not None else namespace.get("INITIAL_STATE", {})
         self.initial_state = _json_copy(initial, "initial state")
         self.state = _json_copy(self.initial_state, "initial state")
+        self.digest = None  # of self.state; None after a write
+        self.digests = _Digests()
+
+
+class _Digests:
+    """sha256 of the state's canonical JSON, re-serialising only what changed since the last one.
+
+    Canonical JSON (sorted keys, no spaces) of a dict is the join of its entries' own canonical
+    JSON, so the text of an entry (and of each row of a big table) is kept with the object it was
+    made from, and reused while the state holds that same object. Writes replace what they touch
+    (copy on write, or a deep copy), so an object still in place is unchanged.
+    """
+
+    TABLE = 32  # top-level dicts with more entries than this keep a text per row
+
+    def __init__(self):
+        self.top = {}  # key -> (object, text, {row key: (object, '"key":text')} or None)
+
+    def digest(self, state) -> str:
+        import hashlib
+
+        try:
+            text = self._state(state) if isinstance(state, dict) else None
+        except TypeError:  # a non-string key: the slow, exact way
+            text = None
+        if text is None:
+            self.top = {}
+            text = _canonical(json.loads(json.dumps(state)))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def _state(self, state) -> str:
+        fresh, out = {}, []
+        for key in sorted(state):
+            _str_key(key)
+            value = dict.__getitem__(state, key)
+            hit = self.top.get(key)
+            if hit is not None and hit[0] is value:  # the same object: unchanged
+                fresh[key] = hit
+            elif isinstance(value, dict) and len(value) > self.TABLE:
+                old_rows = hit[2] if hit is not None and hit[2] is not None else {}
+                rows, parts = {}, []
+                for rk in sorted(value):
+                    _str_key(rk)
+                    row = dict.__getitem__(value, rk)
+                    old = old_rows.get(rk)
+                    if old is None or old[0] is not row:  # the row's "key":value text
+                        old = (row, json.dumps(rk, ensure_ascii=False) + ":" + _canonical(row))
+                    rows[rk] = old
+                    parts.append(old[1])
+                fresh[key] = (value, "{" + ",".join(parts) + "}", rows)
+            else:
+                fresh[key] = (value, _canonical(value), None)
+            out.append(json.dumps(key, ensure_ascii=False) + ":" + fresh[key][1])
+        self.top = fresh
+        return "{" + ",".join(out) + "}"
+
+
+def _str_key(key) -> None:
+    if type(key) is not str:
+        raise TypeError("a non-string key (JSON would turn it into a string)")
+
+
+def _canonical(value) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def _json_copy(obj, what: str):
@@ -275,8 +339,10 @@ class Server:
             inspect.signature(fn).bind(None, **args)
         except TypeError as e:
             return _tool_error("invalid_arguments", f"{name}: {e}")
-        # Work on a copy so a tool that fails half-way leaves the world unchanged.
-        working = copy.deepcopy(self.domain.state)
+        # Work on a copy so a tool that fails half-way leaves the world unchanged. A zoo tool brings
+        # its own (toolzoo/dsl.py: copy on write; a read keeps the old state); others get a deep copy.
+        begin = getattr(fn, "begin", None)
+        working = begin(self.domain.state) if begin else copy.deepcopy(self.domain.state)
         old = signal.signal(signal.SIGALRM, _raise_tool_timeout)
         if timeout:
             signal.setitimer(signal.ITIMER_REAL, float(timeout))
@@ -300,22 +366,34 @@ class Server:
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, old)
-        self.domain.state = working
+        commit = getattr(fn, "commit", None)
+        new = commit(self.domain.state, working) if commit else working
+        if new is not self.domain.state:
+            self.domain.state, self.domain.digest = new, None
         return {"ok": True, "output": output}
 
     def op_snapshot(self):
         return {"domain": self.domain.name, "state": _json_copy(self.domain.state, "state")}
 
+    def op_digest(self):
+        """The state's digest (sandboxes.models.state_digest) without sending the state: kept until a
+        write, and then only the top-level entries and table rows that changed are serialised again."""
+        if self.domain.digest is None:
+            self.domain.digest = self.domain.digests.digest(self.domain.state)
+        return {"domain": self.domain.name, "digest": self.domain.digest}
+
     def op_restore(self, state, domain: str | None = None):
         if domain is not None and domain != self.domain.name:
             raise RequestError("DomainMismatch", f"snapshot is of domain {domain!r}, sandbox has {self.domain.name!r}")
         self.domain.state = _json_copy(state, "restored state")
+        self.domain.digest = None
         return {"restored": True}
 
     def op_reset(self, state=None):
         killed = self._kill_strays()
         self._clear_scratch()
         self.domain.state = _json_copy(self.domain.initial_state if state is None else state, "state")
+        self.domain.digest = None
         return {"killed": killed}
 
     # ------------------------------------------------------------------ files

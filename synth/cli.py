@@ -11,6 +11,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from sandboxes.cli import one_line_errors
 from sandboxes.cli_files import check_out_dir
 from sandboxes.cli_options import count_option, split_names, url_option
+from toolzoo.domain_dirs import HELP as DOMAIN_DIR_HELP
+
+DomainDirOpt = typer.Option(None, "--domain-dir", metavar="DIR", help=DOMAIN_DIR_HELP)
 
 app = typer.Typer(help="Synthesize tools from the seed zoo.", no_args_is_help=True)
 console = Console()
@@ -110,12 +113,16 @@ def tasks_cmd(
     domains: str = typer.Option(None, "--domains", help="comma-separated seed domains (default: all)"),
     backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
     sandboxes: int = count_option(4, "--sandboxes", limit="sandboxes", min=1, help="sandboxes working in parallel"),
+    domain_dir: list[str] = DomainDirOpt,
 ) -> None:
     """Synthesize verifiable tasks (APIGen-MT blueprints: instruction, gold actions, expected outputs),
-    each validated by replaying its gold actions twice in fresh sandboxes."""
+    each validated by replaying its gold actions twice in fresh sandboxes. With --domain-dir and no
+    --domains, the tasks are in the folders' domains."""
     from synth.tasks import export_tasks, synthesize_tasks
+    from toolzoo.domain_dirs import use
 
-    names = split_names(domains, "--domains")
+    mine = use(domain_dir)
+    names = split_names(domains, "--domains") or (mine or None)
     check_out_dir(out)
     with Progress(TextColumn("[bold]tasks[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err_console, transient=False) as bar:
@@ -127,6 +134,9 @@ def tasks_cmd(
             bar.update(bars[phase], completed=done, total=total)
 
         result = synthesize_tasks(n, seed=seed, domains=names, backend=backend, sandboxes=sandboxes, progress=progress)
+    if not result.tasks:
+        why = ", ".join(f"{k} ({v}x)" for k, v in sorted(result.stats.generation_failures.items(), key=lambda kv: -kv[1])[:3])
+        raise ValueError(f"no task could be made in {result.stats.attempts} attempts: {why or 'every replay failed'}")
     path = export_tasks(result, out)
     s = result.stats
     console.print(f"{s.kept}/{n} tasks in {s.seconds:.1f}s ({s.tasks_per_min:.0f}/min, backend {s.backend}); "
@@ -138,6 +148,38 @@ def tasks_cmd(
     if s.kept < n:
         err_console.print(f"only {s.kept} of {n} tasks were made: see {path / 'dropped.jsonl'}", style="red")
         raise typer.Exit(1)
+
+@app.command("import-tasks")
+@one_line_errors
+def import_tasks_cmd(
+    tasks: str = typer.Argument(..., help="tasks with gold actions and outputs: JSON, JSONL or Python Task(...) calls"),
+    domain: str = typer.Option(..., "--domain", help="the tasks' domain: a name (with --domain-dir) or a folder"),
+    out: str = typer.Option(..., "--out", help="directory for tasks.jsonl, the dataset and dropped.jsonl"),
+    backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
+    sandboxes: int = typer.Option(4, "--sandboxes", min=1, help="sandboxes replaying in parallel"),
+    domain_dir: list[str] = DomainDirOpt,
+) -> None:
+    """Import an environment's own tasks (instruction, gold actions, outputs), each kept only if its gold
+    actions replay to the same state twice and produce its outputs."""
+    from pathlib import Path
+
+    from synth.imported_tasks import import_tasks
+    from synth.tasks import export_tasks
+    from toolzoo.domain_dirs import use
+    from toolzoo.domains import load_domain
+
+    if backend not in ("auto", "docker", "local"):
+        raise ValueError(f"unknown backend {backend!r}: use auto, docker or local")
+    use(domain_dir)
+    dom = load_domain(domain)
+    kept, dropped = import_tasks(tasks, dom, backend=backend, sandboxes=sandboxes)
+    path = export_tasks(kept, out)
+    with open(Path(path) / "dropped.jsonl", "w") as f:
+        for d in dropped:
+            f.write(d.model_dump_json() + "\n")
+    console.print(f"{len(kept)} tasks kept, {len(dropped)} dropped (see {path / 'dropped.jsonl'}); "
+                  f"wrote {path / 'tasks.jsonl'}", highlight=False)
+
 
 @app.command("trajectories")
 @one_line_errors
@@ -152,6 +194,7 @@ def trajectories_cmd(
     backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
     best_of_n: int = count_option(1, "--best-of-n", limit="candidates", min=1, help="LLM user: candidates per reply"),
     critique: bool = typer.Option(False, "--critique", help="LLM user: pick among candidates with a self-critique"),
+    domain_dir: list[str] = DomainDirOpt,
 ) -> None:
     """Run every task once (agent + user simulator + sandboxed tools); write trajectories.jsonl and a
     Hugging Face dataset in TRL's conversational tool-calling format (messages + tools)."""
@@ -163,8 +206,11 @@ def trajectories_cmd(
     from synth.sft_data import generate
     from synth.tasks import load_tasks
 
+    from toolzoo.domain_dirs import use
+
     if backend not in ("auto", "docker", "local"):
         raise ValueError(f"unknown backend {backend!r}: use auto, docker or local")
+    use(domain_dir)
     task_list = load_tasks(tasks)
     check_out_dir(out)
     start = time.perf_counter()
@@ -197,6 +243,7 @@ def behaviours_cmd(
     seed: int = count_option(0, "--seed", limit="seed", min=0, help="seed of the per-trace behaviour draws"),
     concurrency: int = count_option(8, "--concurrency", limit="concurrency", min=1, help="episodes (and sandboxes) at a time"),
     backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
+    domain_dir: list[str] = DomainDirOpt,
 ) -> None:
     """Priming traces with (or without) cognitive behaviours (Gandhi et al. 2025): one real episode per
     task in the chosen condition; writes trajectories.jsonl, sft/ (TRL format) and summary.json."""
@@ -214,6 +261,9 @@ def behaviours_cmd(
         raise ValueError(f"unknown backend {backend!r}: use auto, docker or local")
     if mode == "llm" and not (base_url and model):
         raise ValueError("--mode llm needs --base-url and --model")
+    from toolzoo.domain_dirs import use
+
+    use(domain_dir)
     task_list = load_tasks(tasks)
     check_out_dir(out)
 

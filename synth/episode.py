@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 
 from sandboxes import SandboxDead, SandboxError, SandboxPool, ToolError
 from synth.usersim import OUT_OF_SCOPE, STOP, TRANSFER, UserSimulator, key_phrase, user_only_info
+from toolzoo.mcp_domain import pool_for
 from toolzoo.runtime import ToolRuntime
 from toolzoo.spec import Domain, Zoo
 
@@ -271,7 +272,7 @@ async def _call_tool(rt: ToolRuntime, raw_call: Any, call_id: str, allowed: set[
         rec.malformed = res.kind in ("invalid_arguments", "unknown_tool")
         return rec, f"Error ({res.kind}{', ' + res.code if res.code else ''}): {res.message}"
     rec.ok, rec.output = True, res.output
-    rec.state_hash = (await rt.sandbox.snapshot()).digest
+    rec.state_hash = await rt.sandbox.digest()
     return rec, json.dumps(res.output, ensure_ascii=False, default=str)
 
 
@@ -307,10 +308,11 @@ async def run_episode(
         try:
             dom = resolve_domain(task, domain)
             specs = [dom.tool(n) for n in task.tools] if task.tools else list(dom.tools)
+            pool = pool_for(dom, pool)  # an MCP domain: a session of its own server per episode
             sb = await pool.acquire()
             rt = ToolRuntime(sb, dom, tools=specs, seed=task.seed)
             await rt.load()
-            state_hash = (await sb.snapshot()).digest
+            state_hash = await sb.digest()
         except (SandboxError, KeyError, ValueError) as e:
             traj.termination = "sandbox_dead" if isinstance(e, SandboxDead) else "setup_error"
             traj.error = f"{type(e).__name__}: {e}"

@@ -56,7 +56,7 @@ class Task(BaseModel):
     difficulty: Difficulty
     needs_user_info: bool = False
     final_state_hash: str = ""
-    provenance: Literal["template", "llm"] = "template"
+    provenance: Literal["template", "llm", "imported"] = "template"
 
 
 class DroppedTask(BaseModel):

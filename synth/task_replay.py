@@ -13,6 +13,9 @@ from pydantic import BaseModel, Field
 from sandboxes.models import state_digest
 from synth.task_models import CALL_TIMEOUT, DroppedTask, Task
 from synth.task_values import _dumps
+from toolzoo.domains import resolve_domain
+from toolzoo.mcp_domain import pool_for
+from toolzoo.spec import Domain
 
 
 class ReplayResult(BaseModel):
@@ -22,13 +25,15 @@ class ReplayResult(BaseModel):
     reason: str | None = None
 
 
-async def replay_task(task: Task, pool: Any) -> ReplayResult:
-    """Run the gold actions in a fresh sandbox loaded at the task's seeded state."""
-    from toolzoo.domains import load_domain
+async def replay_task(task: Task, pool: Any, domain: Domain | None = None) -> ReplayResult:
+    """Run the gold actions in a fresh sandbox loaded at the task's seeded state.
+
+    `domain` is the task's domain; by default it is looked up by name (built-in or registered).
+    """
     from toolzoo.runtime import bundle
 
-    domain = load_domain(task.domain)
-    async with pool.sandbox() as sb:
+    domain = resolve_domain(task.domain, domain)
+    async with pool_for(domain, pool).sandbox() as sb:
         await sb.load_domain(bundle(domain, seed=task.seed))  # a pooled sandbox, reset on release
         outputs = []
         for i, a in enumerate(task.gold_actions):
@@ -41,9 +46,9 @@ async def replay_task(task: Task, pool: Any) -> ReplayResult:
     return ReplayResult(ok=True, final_state_hash=state_digest(snap.state), outputs=outputs)
 
 
-async def check_task(task: Task, pool: Any) -> tuple[bool, str]:
+async def check_task(task: Task, pool: Any, domain: Domain | None = None) -> tuple[bool, str]:
     """Gold replay twice (fresh sandboxes): (ok, reason). Sets nothing; the task's hash must be reproduced."""
-    runs = [await replay_task(task, pool) for _ in range(2)]
+    runs = [await replay_task(task, pool, domain) for _ in range(2)]
     for r in runs:
         if not r.ok:
             return False, r.reason or "replay failed"
@@ -58,13 +63,15 @@ async def check_task(task: Task, pool: Any) -> tuple[bool, str]:
     return True, "ok"
 
 
-async def validate_tasks(tasks: Sequence[Task], pool: Any) -> tuple[list[Task], list[DroppedTask]]:
+async def validate_tasks(tasks: Sequence[Task], pool: Any,
+                         domains: Sequence[Domain] = ()) -> tuple[list[Task], list[DroppedTask]]:
     kept: list[Task] = []
     dropped: list[DroppedTask] = []
     results: list[tuple[bool, str]] = [(False, "")] * len(tasks)
+    by_name = {d.name: d for d in domains}
 
     async def one(i: int) -> None:
-        results[i] = await check_task(tasks[i], pool)
+        results[i] = await check_task(tasks[i], pool, by_name.get(tasks[i].domain))
 
     async with anyio.create_task_group() as tg:
         for i in range(len(tasks)):
@@ -77,8 +84,11 @@ async def validate_tasks(tasks: Sequence[Task], pool: Any) -> tuple[list[Task], 
     return kept, dropped
 
 
-def replay_tasks(tasks: Sequence[Task], *, backend: str = "auto", sandboxes: int = 4) -> list[ReplayResult]:
+def replay_tasks(tasks: Sequence[Task], *, backend: str = "auto", sandboxes: int = 4,
+                 domains: Sequence[Domain] = ()) -> list[ReplayResult]:
     from sandboxes import SandboxConfig, SandboxPool
+
+    by_name = {d.name: d for d in domains}
 
     async def go() -> list[ReplayResult]:
         out: list[ReplayResult] = [ReplayResult(ok=False)] * len(tasks)
@@ -87,7 +97,7 @@ def replay_tasks(tasks: Sequence[Task], *, backend: str = "auto", sandboxes: int
 
             async def one(i: int) -> None:
                 async with limiter:
-                    out[i] = await replay_task(tasks[i], pool)
+                    out[i] = await replay_task(tasks[i], pool, by_name.get(tasks[i].domain))
 
             async with anyio.create_task_group() as tg:
                 for i in range(len(tasks)):

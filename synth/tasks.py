@@ -61,6 +61,7 @@ from synth.task_replay import ReplayResult, check_task, replay_task, replay_task
 from synth.task_values import fmt, humanize, id_like, names_match
 from synth.task_writing import (ASK, FIRST_NAMES, FRAMES, IDENTITY_WORDS, INTROS, OPENERS, ROLES, STYLES, THEN, Draft,
                                 goal_phrase, llm_rewrite, make_rubric, reference, write_task)
+from toolzoo.mcp_domain import pool_for
 from toolzoo.spec import Domain
 
 __all__ = [  # with the names of the step modules, so `from synth.tasks import X` keeps working
@@ -91,10 +92,14 @@ def difficulty_of(n_actions: int, needs_user_info: bool) -> Difficulty:
 
 
 def check_domains(domains: Sequence[str] | None) -> list[str]:
-    from toolzoo.domains import domain_names
+    """The named domains (built-in, registered with --domain-dir, or folder paths); default the built-ins."""
+    from toolzoo.domain_dirs import looks_like_path
+    from toolzoo.domains import domain_names, known_domains, load_domain
 
-    known = domain_names()
-    names = list(dict.fromkeys(domains)) if domains else known
+    if domains:
+        domains = [load_domain(d).name if looks_like_path(d) else d for d in domains]
+    known = known_domains()
+    names = list(dict.fromkeys(domains)) if domains else domain_names()
     bad = [d for d in names if d not in known]
     if bad:
         raise ValueError(f"unknown domain(s) {', '.join(bad)}; known: {', '.join(known)}")
@@ -149,7 +154,7 @@ class TaskSynthesizer:
         lock = self._locks.setdefault(key, anyio.Lock())
         async with lock:
             if key not in self._contexts:
-                async with self.pool.sandbox() as sb:
+                async with pool_for(self.domains[name], self.pool).sandbox() as sb:
                     self._contexts[key] = await build_context(sb, self.domains[name], seed)
         return self._contexts[key]
 
@@ -179,7 +184,7 @@ class TaskSynthesizer:
                 self._gen_fail[reason] += 1
                 continue
             try:
-                async with self.pool.sandbox() as sb:
+                async with pool_for(ctx.domain, self.pool).sandbox() as sb:
                     await sb.load_domain(bundle(ctx.domain, seed=dseed))
                     steps = await run_plan(sb, ctx, plan, rng)
                     final_digest = (await sb.snapshot()).digest
@@ -276,7 +281,7 @@ class TaskSynthesizer:
             made = await self._map(indices, self.make, "generate")
             fresh = [t for t in made if isinstance(t, Task)]
             dropped += [t for t in made if isinstance(t, DroppedTask)]
-            checked = await self._map(fresh, lambda t: check_task(t, self.pool), "replay")
+            checked = await self._map(fresh, lambda t: check_task(t, self.pool, self.domains[t.domain]), "replay")
             self.stats.replayed += len(fresh)
             for task, (ok, why) in zip(fresh, checked, strict=True):
                 if ok:
@@ -329,10 +334,11 @@ def system_prompt(domain: Domain) -> str:
     return domain.policy
 
 
-def task_row(task: Task) -> dict[str, Any]:
-    from toolzoo.domains import load_domain
+def task_row(task: Task, domain: Domain | None = None) -> dict[str, Any]:
+    """The dataset row of a task; `domain` is the task's domain (by default looked up by name)."""
+    from toolzoo.domains import resolve_domain
 
-    domain = load_domain(task.domain)
+    domain = resolve_domain(task.domain, domain)
     tools = [domain.tool(n).to_openai() for n in task.tools]
     return {
         "id": task.id, "domain": task.domain, "seed": task.seed,

@@ -133,3 +133,15 @@ def _vllm_server_survives(request):
         again = f"could not restart it: {e}"
     pytest.fail(f"the session's vLLM server died during this test (exit code {code}); {again}. "
                 f"Its log ({server.log_path}) ends:\n{tail}")
+
+
+@pytest.fixture
+def clean_registry(monkeypatch):
+    """Domain folders registered by a test are forgotten after it (and none come from the environment)."""
+    from toolzoo import domain_dirs
+
+    monkeypatch.delenv(domain_dirs.ENV, raising=False)
+    before = dict(domain_dirs._registered)
+    yield
+    domain_dirs._registered.clear()
+    domain_dirs._registered.update(before)

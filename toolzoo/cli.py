@@ -13,6 +13,12 @@ from rich.table import Table
 from sandboxes.cli import one_line_errors
 from sandboxes.cli_files import check_out_dir
 from sandboxes.cli_options import count_option, port_option, timeout_option, url_option
+from toolzoo.domain_dirs import HELP as DOMAIN_DIR_HELP
+
+DomainDirOpt = typer.Option(None, "--domain-dir", metavar="DIR", help=DOMAIN_DIR_HELP)
+ReadOpt = typer.Option(None, "--read", metavar="TOOL", help="a tool that only reads, whatever its name or annotations "
+                       "say (repeatable)")
+WriteOpt = typer.Option(None, "--write", metavar="TOOL", help="a tool that writes (repeatable)")
 
 app = typer.Typer(help="The tool zoo.", no_args_is_help=True)
 console = Console()
@@ -34,8 +40,19 @@ def import_mcp(
     token: str = typer.Option(None, "--token", help="bearer token sent to the --url server (never stored)"),
     env: list[str] = EnvOpt,
     timeout: float = timeout_option(30.0, "--timeout", help="seconds to wait for the server"),
+    domain: bool = typer.Option(False, "--domain", help="write a domain folder OUT/NAME (mcp.json) that episodes, "
+                                "training and evals use (load it with --domain-dir OUT), not a zoo.json"),
+    state_read: str = typer.Option(None, "--state-read", help="with --domain: tool:NAME or resource:URI returning the "
+                                   "server's world state as JSON (enables world-state rewards)"),
+    state_reset: str = typer.Option(None, "--state-reset", help="with --domain: tool:NAME or resource:URI putting the "
+                                    "state back to its start (called before every episode and replay)"),
+    read: list[str] = ReadOpt,
+    write: list[str] = WriteOpt,
 ) -> None:
-    """List a real MCP server's tools and save them as a zoo (in `external`)."""
+    """List a real MCP server's tools and save them as a zoo (in `external`), or as a domain (--domain).
+
+    Effects come from the tools' annotations: readOnlyHint true is a read; anything else, a
+    destructiveHint or no annotation, a write (MCP's default), unless --read/--write say otherwise."""
     import anyio
 
     from toolzoo.mcp import domain_slug, import_mcp_tools
@@ -58,15 +75,30 @@ def import_mcp(
         source = McpSource(url=url, server_name=name)
     headers = {"Authorization": f"Bearer {token}"} if token else None
 
+    if (state_read or state_reset or read or write) and not domain:
+        raise ValueError("--state-read, --state-reset, --read and --write go with --domain")
+    if state_reset and not state_read:
+        raise ValueError("--state-reset needs --state-read (a reset without a read gives no world-state reward)")
     imported = anyio.run(lambda: import_mcp_tools(source, headers=headers, timeout=timeout))
     for skip in imported.skipped:
         err_console.print(f"skipped MCP tool {skip.name!r}: {skip.reason}", highlight=False, markup=False, soft_wrap=True)
     specs = imported.tools
     if imported.skipped and not specs:
         raise ValueError(f"none of the server's {len(imported.skipped)} tool(s) could be imported")
-    zoo = Zoo(external=specs)
-    zoo.check_names()
-    path = zoo.save(out)
+    if domain:
+        from toolzoo.domain_dirs import load_folder
+        from toolzoo.mcp_domain import write_mcp_domain
+        from toolzoo.spec import McpStateHook
+
+        hook = McpStateHook(read=state_read, reset=state_reset) if state_read else None
+        effects = {**{t: "read" for t in read or ()}, **{t: "write" for t in write or ()}}
+        folder = write_mcp_domain(specs, out, name or (specs[0].domain if specs else "mcp"), state=hook,
+                                  effects=effects)
+        specs, path = load_folder(folder).tools, folder  # as episodes will see them: hooks hidden, effects set
+    else:
+        zoo = Zoo(external=specs)
+        zoo.check_names()
+        path = zoo.save(out)
 
     table = Table(title=f"{len(specs)} MCP tool(s) from {specs[0].domain if specs else 'the server'}")
     for col in ("tool (model)", "on the server", "effect", "parameters", "description"):
@@ -76,7 +108,7 @@ def import_mcp(
         table.add_row(t.name, "same" if t.call_name == t.name else t.call_name, t.effect, params,
                       t.description.strip().splitlines()[0] if t.description.strip() else "")
     console.print(table)
-    console.print(f"wrote {path / 'zoo.json'}", highlight=False)
+    console.print(f"wrote {path / 'mcp.json' if domain else path / 'zoo.json'}", highlight=False)
 
 
 def _env_option(items: list[str]) -> dict[str, str]:
@@ -133,10 +165,33 @@ def _json_object(text: str) -> dict:
     return value
 
 
+@app.command("import-openai")
+@one_line_errors
+def import_openai_cmd(
+    tools: str = typer.Option(..., "--tools", help="tool classes (get_info() + invoke(data, **kwargs)): a .py file or a folder"),
+    data: str = typer.Option(..., "--data", help="the database: JSON, JSONL, or a folder of <table>.json"),
+    name: str = typer.Option(..., "--name", help="the domain's name"),
+    out: str = typer.Option(..., "--out", help="write the domain folder OUT/NAME here"),
+    policy: str = typer.Option(None, "--policy", help="the environment's rules (wiki) for the agent"),
+    read: list[str] = ReadOpt,
+    write: list[str] = WriteOpt,
+    overwrite: bool = typer.Option(False, "--overwrite", help="replace OUT/NAME if it exists"),
+) -> None:
+    """Turn an OpenAI-function environment (tau-bench style) into a domain folder; load it with --domain-dir."""
+    from toolzoo.domains import load_domain
+    from toolzoo.openai_functions import import_environment
+
+    effects = {**{t: "read" for t in read or ()}, **{t: "write" for t in write or ()}}
+    folder = import_environment(tools, data, name=name, out=out, policy=policy, effects=effects, overwrite=overwrite)
+    dom = load_domain(str(folder))
+    console.print(f"wrote {folder}: {len(dom.tools)} tools ("
+                  + ", ".join(f"{t.name} {t.effect}" for t in dom.tools) + ")", highlight=False)
+
+
 @app.command("serve-mcp")
 @one_line_errors
 def serve_mcp(
-    domain: str = typer.Argument(..., help="a zoo domain, e.g. retail_orders"),
+    domain: str = typer.Argument(..., help="a zoo domain, e.g. retail_orders, or a domain folder's path"),
     http: bool = typer.Option(False, "--http/--stdio", help="serve streamable HTTP at http://HOST:PORT/mcp, or stdio"),
     host: str = typer.Option("127.0.0.1", "--host", help="HTTP bind address; anything but loopback needs --token"),
     port: int = port_option(8765, "--port", any_free=True, help="HTTP port (0: any free port, printed at start)"),
@@ -144,9 +199,13 @@ def serve_mcp(
                               help="require `Authorization: Bearer <token>` on every HTTP request"),
     seed: int = count_option(0, "--seed", limit="seed", min=0, help="seed of the domain's initial state"),
     backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
+    domain_dir: list[str] = DomainDirOpt,
 ) -> None:
-    """Serve a zoo domain as an MCP server; its tools run in a sandbox."""
+    """Serve a zoo domain (a name, or the path of a domain folder) as an MCP server; its tools run in a sandbox."""
+    from toolzoo.domain_dirs import use
     from toolzoo.mcp import serve_domain
+
+    use(domain_dir)
 
     if backend not in ("auto", "docker", "local"):
         raise ValueError(f"unknown backend {backend!r}: use auto, docker or local")
@@ -220,13 +279,18 @@ def export_cmd(
 @app.command("validate")
 @one_line_errors
 def validate_cmd(
-    zoo_dir: str = typer.Argument(..., metavar="DIR", help="a saved zoo (zoo.json), or `seed`"),
+    zoo_dir: str = typer.Argument(..., metavar="DIR", help="a saved zoo (zoo.json), `seed`, a domain folder "
+                                  "(or a folder of them) or a domain's name"),
     backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
     sandboxes: int = count_option(4, "--sandboxes", limit="sandboxes", min=1, help="sandboxes validating in parallel"),
     json_out: bool = typer.Option(False, "--json", help="print the report as one JSON object"),
+    domain_dir: list[str] = DomainDirOpt,
 ) -> None:
     """Check every tool: spec, then sample valid and invalid calls in sandboxes. Exits 1 if any fails."""
+    from toolzoo.domain_dirs import use
     from toolzoo.validate import validate_zoo_at
+
+    use(domain_dir)
 
     if backend not in ("auto", "docker", "local"):
         raise ValueError(f"unknown backend {backend!r}: use auto, docker or local")

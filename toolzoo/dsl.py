@@ -39,7 +39,11 @@ except NameError:
 
 
 def tool(effect="read", errors=None, returns=None):
-    """Mark a function `fn(state, **args)` as a tool; metadata only, no wrapping."""
+    """Mark a function `fn(state, **args)` as a tool; metadata only, no wrapping.
+
+    The first parameter receives the world state whatever its name (`state`, `data`, `db`),
+    so the tool's own arguments may use any name, `state` included.
+    """
     if effect not in ("read", "write"):
         raise ValueError("effect must be 'read' or 'write'")
 
@@ -126,6 +130,169 @@ def validate(schema, value, path="arguments"):
                 validate(extra, item, f"{path}.{key}")
 
 
+# ------------------------------------------------------------ copy on write
+# A write tool works on a copy, so a tool that fails half-way leaves the world unchanged. Deep-
+# copying a big database per call is the whole cost of a call, so the copy is lazy: the tool gets
+# a view whose containers are shallow-copied the first time the tool reaches them, and only what
+# it reaches is copied. A read tool gets such a view too, and its copy is dropped unless it wrote
+# (then it was mislabelled; its change is kept so that validation sees it). The tool server asks
+# for both through `begin`/`commit` on the wrapped tool.
+class _Tx:
+    __slots__ = ("open", "wrote")
+
+    def __init__(self):
+        self.open = True
+        self.wrote = False
+
+
+def _writes(cls, names):
+    """Make `names` of a view class note that the tool wrote."""
+    for name in names:
+        base = getattr(cls.__mro__[1], name)
+
+        def method(self, *a, _base=base, **k):
+            self._tx.wrote = True
+            return _base(self, *a, **k)
+
+        method.__name__ = name
+        setattr(cls, name, method)
+    return cls
+
+
+def _cow(value, tx):
+    if type(value) is dict or (isinstance(value, CowDict) and value._tx is not tx):
+        return CowDict(value, tx)
+    if type(value) is list or (isinstance(value, CowList) and value._tx is not tx):
+        return CowList(value, tx)
+    return value
+
+
+class CowDict(dict):
+    """A shallow copy of a dict whose container values are copied (once) when reached."""
+
+    __slots__ = ("_tx",)
+
+    def __init__(self, src, tx):
+        dict.__init__(self, src)
+        self._tx = tx
+
+    def _reach(self, key, value):
+        if not self._tx.open:
+            return value
+        copied = _cow(value, self._tx)
+        if copied is not value:
+            dict.__setitem__(self, key, copied)
+        return copied
+
+    def __getitem__(self, key):
+        return self._reach(key, dict.__getitem__(self, key))
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def __iter__(self):  # defined so that dict(view) and {**view} go through __getitem__
+        return iter(list(dict.keys(self)))
+
+    def values(self):
+        return [self[k] for k in list(dict.keys(self))]
+
+    def items(self):
+        return [(k, self[k]) for k in list(dict.keys(self))]
+
+    def pop(self, key, *default):
+        self._tx.wrote = True
+        value = dict.pop(self, key, *default)
+        return _cow(value, self._tx) if self._tx.open else value
+
+    def popitem(self):
+        self._tx.wrote = True
+        key, value = dict.popitem(self)
+        return key, (_cow(value, self._tx) if self._tx.open else value)
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self._tx.wrote = True
+            dict.__setitem__(self, key, default)
+        return self[key]
+
+    def copy(self):
+        return dict(self.items())
+
+    def __reduce_ex__(self, protocol):
+        return (dict, (dict(self.items()),))
+
+
+class CowList(list):
+    """A shallow copy of a list whose container items are copied (once) when reached."""
+
+    __slots__ = ("_tx",)
+
+    def __init__(self, src, tx):
+        list.__init__(self, src)
+        self._tx = tx
+
+    def _reach(self, i, value):
+        if not self._tx.open:
+            return value
+        copied = _cow(value, self._tx)
+        if copied is not value:
+            list.__setitem__(self, i, copied)
+        return copied
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        return self._reach(i, list.__getitem__(self, i))
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def __reversed__(self):
+        for i in range(len(self) - 1, -1, -1):
+            yield self[i]
+
+    def pop(self, i=-1):
+        self._tx.wrote = True
+        value = list.pop(self, i)
+        return _cow(value, self._tx) if self._tx.open else value
+
+    def copy(self):
+        return list(self)
+
+    def __reduce_ex__(self, protocol):
+        return (list, (list(self),))
+
+
+_writes(CowDict, ["__setitem__", "__delitem__", "update", "clear", "__ior__"])
+_writes(CowList, ["__setitem__", "__delitem__", "append", "extend", "insert", "remove", "clear", "sort", "reverse",
+                  "__iadd__", "__imul__"])
+
+
+def begin_write(state):
+    """The working copy a tool gets: copied lazily, where the tool reaches."""
+    return _cow(state, _Tx()) if isinstance(state, (dict, list)) else state
+
+
+def commit_write(old, working):
+    """The state after a successful write: the views stop copying and act as plain containers."""
+    tx = getattr(working, "_tx", None)
+    if tx is not None:
+        tx.open = False
+    return working
+
+
+def commit_read(old, working):
+    """The state after a successful read: unchanged, unless the tool wrote (a mislabelled write)."""
+    tx = getattr(working, "_tx", None)
+    if tx is None or tx.wrote:
+        return commit_write(old, working)
+    tx.open = False
+    return old
+
+
 # ------------------------------------------------------- controlled failures
 class Failures:
     """Seeded failure injection (Kimi K2's "controlled stochasticity").
@@ -166,10 +333,14 @@ def _truncate(output):
 
 
 def make_tool(name, fn, spec, failures):
-    """Wrap `fn(state, **args)` with schema validation and failure injection."""
+    """Wrap `fn(state, **args)` with schema validation and failure injection.
+
+    The world state is positional-only here, so a tool may have an argument named
+    `state` (or `self`, `args`, `kwargs`): the model's arguments are all keywords.
+    """
     schema = spec.get("parameters") or {"type": "object", "properties": {}}
 
-    def call(state, **args):
+    def call(state, /, **args):
         validate(schema, args)
         mode = failures.pick(name)
         if mode is not None and mode["kind"] == "timeout":
@@ -186,6 +357,10 @@ def make_tool(name, fn, spec, failures):
 
     call.__name__ = name
     call.__doc__ = spec.get("description", fn.__doc__)
+    # The tool server copies the state through these instead of deep-copying it (see CowDict).
+    call.effect = spec.get("effect", "write")
+    call.begin = begin_write
+    call.commit = commit_read if call.effect == "read" else commit_write
     return call
 
 

@@ -87,8 +87,8 @@ def spec_from_function(fn: Any, *, domain: str, category: str, provenance: str =
     where = f"{domain}.{fn.__name__}"
     sig = inspect.signature(fn)
     params = list(sig.parameters.values())
-    if not params or params[0].name != "state":
-        raise SpecError(f"{where}: the first parameter must be `state`")
+    if not params or params[0].kind not in (params[0].POSITIONAL_ONLY, params[0].POSITIONAL_OR_KEYWORD):
+        raise SpecError(f"{where}: the first parameter must take the world state (e.g. `state` or `data`)")
     hints = typing.get_type_hints(fn, include_extras=True)
     description, arg_docs = parse_docstring(fn.__doc__ or "")
     if not description:

@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from sandboxes import DomainBundle, Sandbox, ToolError, ToolResult
+from toolzoo.domain_dirs import initial_state
 from toolzoo.spec import Domain, ToolSpec
 
 DSL_SOURCE = (Path(__file__).parent / "dsl.py").read_text()
@@ -38,7 +39,7 @@ FOOTER = """
 import json as _json, random as _random
 _SPECS = _json.loads({specs!r})
 SEED = {seed!r}
-INITIAL_STATE = seed(_random.Random(SEED))
+INITIAL_STATE = seed(_random.Random(SEED)) if "seed" in globals() else {{}}  # a data-file domain ships its state
 TOOLS = _dsl["build_tools"](globals(), _SPECS, _json.loads({modes!r}), {rate!r}, {failure_seed!r})
 """
 
@@ -65,7 +66,8 @@ def bundle(
     specs = list(tools) if tools is not None else list(domain.tools)
     extra = [t.implementation for t in specs if t.implementation]
     spec_json = json.dumps([
-        {"name": t.name, "function": t.function, "parameters": t.parameters, "description": t.description}
+        {"name": t.name, "function": t.function, "parameters": t.parameters, "description": t.description,
+         "effect": t.effect}
         for t in specs
     ])
     modes = json.dumps([m.model_dump() for m in domain.failure_modes])
@@ -74,7 +76,7 @@ def bundle(
     source = "\n\n".join([header, strip_local_imports(domain.source), *extra]) + FOOTER.format(
         specs=spec_json, seed=seed, modes=modes, rate=f.rate, failure_seed=f.seed
     )
-    return DomainBundle(name=domain.name, source=source)
+    return DomainBundle(name=domain.name, source=source, state=initial_state(domain))
 
 
 class ToolRuntime:

@@ -173,6 +173,28 @@ class Category(BaseModel):
     description: str = ""
 
 
+class McpStateHook(BaseModel):
+    """How to read and reset an MCP server's world state: `tool:NAME` (called with no arguments) or
+    `resource:URI`; the read result is the state (JSON), the reset puts the server back to its start."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    read: str
+    reset: str | None = None
+
+    @field_validator("read", "reset")
+    @classmethod
+    def _ref(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        if ":" not in v:
+            v = f"tool:{v}"
+        kind, _, target = v.partition(":")
+        if kind not in ("tool", "resource") or not target:
+            raise ValueError(f"{v!r}: give tool:NAME or resource:URI")
+        return v
+
+
 class Domain(BaseModel):
     """A tau2-style domain: data (seed generator), tools, and the policy the agent must follow."""
 
@@ -186,6 +208,11 @@ class Domain(BaseModel):
     state_schema: dict[str, Any] = Field(default_factory=dict)
     tools: list[ToolSpec]
     failure_modes: list[FailureMode] = Field(default_factory=list)
+    # Left out of dumps when unset, so a zoo's JSON (and what hashes it, e.g. rl.pretrain) is as before.
+    data_file: str | None = Field(None, exclude_if=lambda v: v is None,
+                                  description="a JSON/JSONL file holding the initial state (then no seed())")
+    mcp_state: McpStateHook | None = Field(None, exclude_if=lambda v: v is None,
+                                           description="an MCP domain's state read/reset hooks")
 
     @model_validator(mode="after")
     def _unique(self) -> Domain:

@@ -88,23 +88,40 @@ class ValidationReport(BaseModel):
 
 
 # ================================================================ spec checks
-def _top_level_defs(source: str) -> dict[str, str]:
-    tree = ast.parse(source)
-    out: dict[str, str] = {}
+def _top_level_nodes(tree: ast.Module) -> list[tuple[str, ast.stmt]]:
+    out = []
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            out[node.name] = ast.get_source_segment(source, node) or node.name
+            out.append((node.name, node))
         elif isinstance(node, ast.Assign):
-            for t in node.targets:
-                if isinstance(t, ast.Name):
-                    out[t.id] = ast.get_source_segment(source, node) or t.id
+            out += [(t.id, node) for t in node.targets if isinstance(t, ast.Name)]
+    return out
+
+
+def _top_level_defs(source: str) -> dict[str, str]:
+    """Each top-level name -> the source of its definition, in one pass over the source.
+
+    (ast.get_source_segment splits the whole source again on every call: quadratic on a big domain.)
+    """
+    data = source.encode()
+    starts = [0]
+    for line in data.splitlines(keepends=True):  # the line ends ast counts; offsets are UTF-8 bytes
+        starts.append(starts[-1] + len(line))
+    out: dict[str, str] = {}
+    for name, node in _top_level_nodes(ast.parse(source)):
+        if node.end_lineno is None or node.end_col_offset is None:
+            out[name] = name
+            continue
+        a = starts[node.lineno - 1] + node.col_offset
+        b = starts[node.end_lineno - 1] + node.end_col_offset
+        out[name] = data[a:b].decode() or name
     return out
 
 
 @functools.lru_cache(maxsize=256)
 def _domain_defs(source: str) -> frozenset[str]:
     try:
-        return frozenset(_top_level_defs(source))
+        return frozenset(name for name, _ in _top_level_nodes(ast.parse(source)))
     except SyntaxError:
         return frozenset()
 
@@ -513,8 +530,16 @@ def load_zoo_lenient(path: Any) -> tuple[Zoo, list[ToolCheck]]:
 
 def validate_zoo_at(where: Any, *, backend: str = "auto", sandboxes: int = 4,
                     progress: Callable[[ToolCheck], None] | None = None) -> ValidationReport:
-    """Validate a saved zoo (`seed` for the built-in one); unparseable tools count as failures."""
-    if str(where) == "seed":
+    """Validate a saved zoo (`seed` for the built-in one), a domain folder (or a folder of them) or a
+    registered domain's name; unparseable tools count as failures."""
+    from toolzoo.domains import domains_at
+
+    folders = domains_at(where) if str(where) != "seed" else None
+    if folders is not None:
+        from toolzoo.categories import CATEGORIES
+
+        zoo, bad = Zoo(categories=list(CATEGORIES), domains=folders), []
+    elif str(where) == "seed":
         from toolzoo.domains import seed_zoo
 
         zoo, bad = seed_zoo(), []

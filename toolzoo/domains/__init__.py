@@ -16,11 +16,12 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import os
 import random
 from pathlib import Path
-from typing import Any
 
 from toolzoo.categories import BY_NAME, CATEGORIES
+from toolzoo.domain_dirs import builtin_names, infer_schema  # noqa: F401  (infer_schema: re-exported)
 from toolzoo.introspect import spec_from_function
 from toolzoo.spec import Domain, FailureMode, SpecError, Zoo
 
@@ -28,37 +29,55 @@ HERE = Path(__file__).parent
 
 
 def domain_names() -> list[str]:
-    return sorted(p.name for p in HERE.iterdir() if (p / "tools.py").exists())
+    return builtin_names()
 
 
-def infer_schema(value: Any, depth: int = 0) -> dict[str, Any]:
-    """A JSON Schema describing `value` (the shape of a seeded state)."""
-    if isinstance(value, bool):
-        return {"type": "boolean"}
-    if isinstance(value, int):
-        return {"type": "integer"}
-    if isinstance(value, float):
-        return {"type": "number"}
-    if isinstance(value, str):
-        return {"type": "string"}
-    if value is None:
-        return {"type": "null"}
-    if isinstance(value, list):
-        return {"type": "array", "items": infer_schema(value[0], depth + 1) if value else {}}
-    if isinstance(value, dict):
-        rows = list(value.values())
-        if depth >= 1 and len(rows) >= 2 and all(isinstance(r, dict) and r.keys() == rows[0].keys() for r in rows):
-            # A table keyed by id: describe one row.
-            return {"type": "object", "additionalProperties": infer_schema(rows[0], depth + 1)}
-        return {"type": "object", "properties": {k: infer_schema(v, depth + 1) for k, v in value.items()}}
-    return {}
+def known_domains() -> list[str]:
+    """Built-in domains plus those registered from domain folders (`toolzoo.domain_dirs`)."""
+    from toolzoo.domain_dirs import registered
+
+    return sorted({*domain_names(), *registered()})
+
+
+def load_domain(ref: str | os.PathLike[str]) -> Domain:
+    """A domain by name (built-in or registered with `--domain-dir`) or by the path of its folder.
+
+    A folder loaded by path is registered under its name (`toolzoo.domain_dirs.register`).
+    """
+    from toolzoo.domain_dirs import looks_like_path, register, registered
+
+    if looks_like_path(ref):
+        register(ref)  # later look-ups by the domain's name (a task's `domain`) find it too
+        return _load_folder(str(Path(ref).expanduser().resolve()))
+    name = os.fspath(ref)
+    folder = registered().get(name)
+    if folder is not None:
+        return _load_folder(str(folder))
+    return _load_builtin(name)
+
+
+def resolve_domain(name: str, domain: Domain | None = None) -> Domain:
+    """`domain` when given (it must be the named one), else the named domain loaded."""
+    if domain is None:
+        return load_domain(name)
+    if domain.name != name:
+        raise SpecError(f"the task is of domain {name!r} but domain {domain.name!r} was given")
+    return domain
 
 
 @functools.lru_cache(maxsize=None)
-def load_domain(name: str) -> Domain:
+def _load_folder(folder: str) -> Domain:
+    from toolzoo.domain_dirs import load_folder
+
+    return load_folder(folder)
+
+
+@functools.lru_cache(maxsize=None)
+def _load_builtin(name: str) -> Domain:
     folder = HERE / name
     if not (folder / "tools.py").exists():
-        raise SpecError(f"no seed domain {name!r}; known: {', '.join(domain_names())}")
+        raise SpecError(f"no domain {name!r}; known: {', '.join(known_domains())} "
+                        "(load a domain folder by its path or with --domain-dir)")
     pkg = importlib.import_module(f"toolzoo.domains.{name}")
     tools_mod = importlib.import_module(f"toolzoo.domains.{name}.tools")
     data_mod = importlib.import_module(f"toolzoo.domains.{name}.data")
@@ -82,3 +101,17 @@ def seed_zoo() -> Zoo:
     zoo = Zoo(categories=list(CATEGORIES), domains=[load_domain(n) for n in domain_names()])
     zoo.check_names()
     return zoo
+
+
+def domains_at(where: str | os.PathLike[str]) -> list[Domain] | None:
+    """The domains a zoo argument names when it is a domain folder, a folder of them, or a registered
+    domain's name; None when it is something else (a saved zoo, `seed`)."""
+    from toolzoo.domain_dirs import folders_in, is_domain_folder, registered
+
+    p = Path(where).expanduser()
+    if p.is_dir() and not (p / "zoo.json").exists() and (is_domain_folder(p) or any(
+            is_domain_folder(c) for c in p.iterdir() if c.is_dir())):
+        return [load_domain(f) for f in folders_in(p)]
+    if os.fspath(where) in registered():
+        return [load_domain(os.fspath(where))]
+    return None

@@ -1,0 +1,60 @@
+"""The OpenAI-function environment adapter: tool classes + data file + tasks -> a domain and Tasks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sandboxes import SandboxConfig
+from synth.imported_tasks import import_tasks
+from tests.byoe_domains import write_openai_env
+from tests.conftest import any_backend
+from toolzoo.domain_dirs import initial_state
+from toolzoo.domains import load_domain
+from toolzoo.openai_functions import import_environment
+from toolzoo.spec import SpecError
+from toolzoo.testing import DomainHarness
+
+
+@pytest.fixture(autouse=True)
+def _forget_domain_folders(clean_registry):
+    yield
+
+
+def test_an_openai_function_environment_becomes_a_domain_and_tasks(tmp_path):
+    env = write_openai_env(tmp_path)
+    folder = import_environment(env / "tools", env / "data", name="my_env", out=tmp_path / "domains",
+                                policy=env / "wiki.md")
+    dom = load_domain(str(folder))
+    assert [t.name for t in dom.tools] == ["get_user_details", "modify_user_address"]
+    assert dom.tool("get_user_details").effect == "read" and dom.tool("modify_user_address").effect == "write"
+    assert dom.tool("modify_user_address").parameters["required"] == ["user_id", "city", "state", "zip"]
+    assert dom.policy.startswith("Authenticate") and initial_state(dom)["users"]["bo_2"]["name"] == "Bo"
+    with DomainHarness(dom, config=SandboxConfig(backend=any_backend())) as h:
+        assert h.ok("get_user_details", {"user_id": "ana_1"})["name"] == "Ana"           # JSON text decoded
+        assert "not found" in h.err("get_user_details", {"user_id": "nobody"}, code="tool_error").message
+        h.ok("modify_user_address", {"user_id": "ana_1", "city": "Reno", "state": "NV", "zip": "89501"})
+        assert h.state()["users"]["ana_1"]["address"]["state"] == "NV"
+
+    kept, dropped = import_tasks(env / "tasks_test.py", dom, backend=any_backend(), sandboxes=2)
+    assert [t.id for t in kept] == ["my_env-00000", "my_env-00001"]
+    first, second = kept
+    assert first.gold_actions[0].arguments["state"] == "NV" and first.final_state_hash
+    assert second.expected_outputs == ["73301"]
+    assert first.rubric.model_dump() == {"success_criteria": [], "expected_tool_pattern": [], "checkpoints": []}
+    assert first.persona == "" and first.provenance == "imported"
+    assert len(dropped) == 1 and dropped[0].id == "my_env-00002" and "user not found" in dropped[0].reason
+
+
+def test_effects_and_errors_of_the_adapter(tmp_path):
+    env = write_openai_env(tmp_path)
+    folder = import_environment(env / "tools", env / "data" / "users.json", name="env2", out=tmp_path,
+                                effects={"get_user_details": "write"})
+    assert json.loads((folder / "tools.json").read_text())[0]["effect"] == "write"
+    with pytest.raises(SpecError, match="exists"):
+        import_environment(env / "tools", env / "data", name="env2", out=tmp_path)
+    with pytest.raises(SpecError, match="unknown tools: nope"):
+        import_environment(env / "tools", env / "data", name="env3", out=tmp_path, effects={"nope": "read"})
+    with pytest.raises(SpecError, match="no tool classes"):
+        import_environment(env / "data", env / "data", name="env4", out=tmp_path)
