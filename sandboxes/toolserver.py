@@ -5,6 +5,9 @@ holds the episode's tool state in memory, so a tool call costs a pipe round
 trip instead of a `docker exec`. It must run on a bare python3 (the sandbox
 image has nothing else), so it imports the standard library only.
 
+Long because: it is shipped into every sandbox as one file (the image tag and the Kubernetes
+ConfigMap are named by its hash, and the pod mounts just this file), so it cannot import siblings.
+
 Request:  {"id": 7, "op": "call_tool", "name": "kv_set", "args": {...}}
 Response: {"id": 7, "ok": true, "result": {...}}
       or  {"id": 7, "ok": false, "error": {"type": "...", "message": "..."}}

@@ -156,7 +156,7 @@ def import_tasks_cmd(
     domain: str = typer.Option(..., "--domain", help="the tasks' domain: a name (with --domain-dir) or a folder"),
     out: str = typer.Option(..., "--out", help="directory for tasks.jsonl, the dataset and dropped.jsonl"),
     backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
-    sandboxes: int = typer.Option(4, "--sandboxes", min=1, help="sandboxes replaying in parallel"),
+    sandboxes: int = count_option(4, "--sandboxes", limit="sandboxes", min=1, help="sandboxes replaying in parallel"),
     domain_dir: list[str] = DomainDirOpt,
 ) -> None:
     """Import an environment's own tasks (instruction, gold actions, outputs), each kept only if its gold
