@@ -35,7 +35,9 @@ PROTOCOL_VERSION = 1
 
 DEFAULTS = {
     "workdir": "/workspace",
-    "scratch": ["/workspace", "/tmp"],
+    # Emptied on every reset: each backend names its sandbox's own dirs; none by default, so a server
+    # started outside a sandbox (a test, a bench) never empties the host's /tmp.
+    "scratch": [],
     "max_output_bytes": 64 * 1024,
     "max_request_bytes": 8 * 1024 * 1024,
     "max_file_bytes": 8 * 1024 * 1024,
