@@ -127,7 +127,8 @@ def _env_option(items: list[str]) -> dict[str, str]:
 @app.command("call")
 @one_line_errors
 def call_cmd(
-    zoo_dir: str = typer.Argument(..., metavar="ZOO_DIR", help="a saved zoo (zoo.json), an export, or `seed`"),
+    zoo_dir: str = typer.Argument(..., metavar="ZOO_DIR", help="a saved zoo (zoo.json), an export, `seed`, or a "
+                                                                "domain folder (see Bring your own environment)"),
     tool: str = typer.Argument(..., help="the tool's name as the model sees it (an MCP tool's server name works too)"),
     args: str = typer.Option("{}", "--args", help="the arguments, a JSON object"),
     backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend for zoo tools: auto | docker | local"),
@@ -214,7 +215,8 @@ def serve_mcp(
 
 
 def _zoo_at(where: str):  # -> Zoo
-    """`seed` (the built-in seed zoo), an export (tools.parquet) or a saved zoo (zoo.json)."""
+    """`seed` (the built-in seed zoo), an export (tools.parquet), a saved zoo (zoo.json), or a domain folder
+    (or a folder of them, as --domain-dir takes)."""
     from toolzoo.export import is_export, load_exported
     from toolzoo.spec import Zoo
 
@@ -222,7 +224,15 @@ def _zoo_at(where: str):  # -> Zoo
         from toolzoo.domains import seed_zoo
 
         return seed_zoo()
-    return load_exported(where, source="parquet") if is_export(where) else Zoo.load(where)
+    if is_export(where):
+        return load_exported(where, source="parquet")
+    if not (Path(where) / "zoo.json").is_file() and Path(where).is_dir():
+        from toolzoo.domain_dirs import folders_in, is_domain_folder, load_folder, use
+
+        if is_domain_folder(where) or any(True for _ in folders_in(where)):
+            use([where])
+            return Zoo(domains=[load_folder(f) for f in folders_in(where)])
+    return Zoo.load(where)
 
 
 @app.command("stats")

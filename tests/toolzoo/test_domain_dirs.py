@@ -133,3 +133,21 @@ def test_zoo_validate_is_linear_in_a_big_domain_source(tmp_path, clean_registry,
     report = validate_zoo_at(str(folder), backend=any_backend(), sandboxes=1)
     assert report.ok, report.summary()
     assert {r.name for r in report.results} == {"get_user", "modify_user_address"}
+
+
+def test_zoo_call_takes_a_domain_folder(tmp_path, clean_registry):
+    """`dojo zoo call DIR TOOL` on an out-of-tree folder: a sandboxed call from the folder's JSON seed data,
+    with an argument named `state`; an unknown tool is one line naming close ones."""
+    from tooldojo.cli import app
+
+    write_domain(tmp_path / "mine", "call_desk")
+    runner = CliRunner()
+    r = runner.invoke(app, ["zoo", "call", str(tmp_path / "mine" / "call_desk"), "get_user", "--args",
+                            '{"user_id": "u2"}', "-b", any_backend()])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["name"] == "User 2"
+    r = runner.invoke(app, ["zoo", "call", str(tmp_path / "mine"), "modify_user_address", "--args",
+                            '{"user_id": "u1", "city": "Reno", "state": "NV"}', "-b", any_backend()])
+    assert r.exit_code == 0 and json.loads(r.stdout)["address"]["state"] == "NV", r.output
+    r = runner.invoke(app, ["zoo", "call", str(tmp_path / "mine"), "get_usr", "--args", "{}"])
+    assert r.exit_code == 1 and "did you mean get_user" in r.output, r.output
