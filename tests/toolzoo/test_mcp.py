@@ -458,3 +458,23 @@ def test_cli_import_mcp_env_passes_a_reference_never_the_value(tmp_path):
     r = subprocess.run([*DOJO, "zoo", "import-mcp", "--url", "http://127.0.0.1:1/mcp", "--env", "X", "--out",
                         str(tmp_path / "z3")], capture_output=True, text=True, timeout=90)
     assert r.returncode == 1 and "--env is for a --command" in r.stderr
+
+
+async def test_serve_a_domain_folder_by_path_over_stdio(tmp_path):
+    """Issue 24: `dojo zoo serve-mcp PATH` serves an out-of-tree folder (JSON seed data, an argument named
+    `state`) like a built-in domain."""
+    from tests.byoe_domains import write_domain
+
+    require_sandbox()
+    folder = write_domain(tmp_path / "mine", "served_desk")
+    params = StdioServerParameters(command=DOJO[0], args=[*DOJO[1:], "zoo", "serve-mcp", str(folder), "--stdio"],
+                                   env=dict(os.environ), cwd=str(HERE.parent.parent))
+    with anyio.fail_after(90):
+        async with Client(params) as client:
+            assert client.server_info is not None and client.server_info.name == "served_desk"
+            names = sorted(t.name for t in (await client.list_tools()).tools)
+            assert names == ["get_user", "modify_user_address"]
+            r = await client.call_tool("modify_user_address", {"user_id": "u3", "city": "Reno", "state": "NV"})
+            assert not r.is_error, r
+            r = await client.call_tool("get_user", {"user_id": "u3"})
+            assert r.structured_content["address"]["state"] == "NV"
