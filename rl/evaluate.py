@@ -160,13 +160,16 @@ def by_family(tasks: list[Task], per_task: list[TaskOutcome]) -> dict[str, dict[
     family = {t.id: family_of(t) for t in tasks}
     out: dict[str, dict[str, Any]] = {}
     for o in per_task:
-        row = out.setdefault(family[o.task_id], {"tasks": 0, "solved": 0, "samples": 0, "never_solved": 0})
+        row = out.setdefault(family[o.task_id], {"tasks": 0, "solved": 0, "samples": 0, "never_solved": 0,
+                                                 "pass_at_k": 0})
         row["tasks"] += 1
+        row["pass_at_k"] += int(o.solved > 0)
         row["solved"] += o.solved
         row["samples"] += o.samples
         row["never_solved"] += int(o.solved == 0 and not o.greedy_solved)
     for row in out.values():
         row["success"] = round(row.pop("solved") / max(1, row.pop("samples")), 4)
+        row["pass_at_k"] = round(row["pass_at_k"] / row["tasks"], 4)
     return dict(sorted(out.items()))
 
 

@@ -29,7 +29,6 @@ for a name; it has to copy what the tool or the user says.
 from __future__ import annotations
 
 import random
-from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -93,7 +92,7 @@ def _signature(task: Task) -> tuple[Any, ...]:
 
 
 def synthesize_family_tasks(counts: dict[str, int], *, seed: int = 0, domains: Sequence[str] | None = None,
-                            backend: str = "auto", sandboxes: int = 4, rounds: int = 6,
+                            backend: str = "auto", sandboxes: int = 4, rounds: int = 8,
                             progress: Callable[[str, int, int], None] | None = None) -> dict[str, list[Task]]:
     """Up to ``counts[family]`` replay-valid tasks of each multi-step family, no two with the same gold
     calls at the same domain seed; fewer only when ``rounds`` batches of the recipe found no more."""
@@ -118,7 +117,7 @@ def synthesize_family_tasks(counts: dict[str, int], *, seed: int = 0, domains: S
                         break
                     fseed = seed * 1000 + 100 * (MULTISTEP.index(family) + 1) + r
                     synth = TaskSynthesizer(pool, seed=fseed, domains=domains, progress=progress, **RECIPES[family])
-                    made = await synth.run(max(8, 2 * (want - len(kept))))
+                    made = await synth.run(max(16, 4 * (want - len(kept))))
                     for t in made.tasks:
                         sig = _signature(t)
                         if family_of(t) == family and sig not in seen and len(kept) < want:
@@ -138,9 +137,8 @@ def split_by_entity(by_family: dict[str, list[Task]], held_per_family: int,
     rng = random.Random(f"tooldojo-families:{seed}")
     train: list[Task] = []
     held: list[Task] = []
-    for family, tasks in by_family.items():
-        freq = Counter(e for t in tasks for e in entities(t))
-        pool = sorted(freq)
+    for tasks in by_family.values():
+        pool = sorted({e for t in tasks for e in entities(t)})
         rng.shuffle(pool)
         chosen: set[str] = set()
         inside: list[Task] = []
