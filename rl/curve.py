@@ -29,7 +29,7 @@ from transformers import TrainerCallback
 from synth.episode import EpisodeLimits
 from synth.tasks import Task
 
-__all__ = ["CurvePoint", "HeldOutCurve", "curve_slice", "plot_learning_curve"]
+__all__ = ["CurvePoint", "HeldOutCurve", "curve_family", "curve_slice", "plot_learning_curve"]
 
 
 class CurvePoint(BaseModel):
@@ -40,13 +40,23 @@ class CurvePoint(BaseModel):
     seconds: float
 
 
-def curve_slice(tasks: Sequence[Task], per_family: int) -> list[Task]:
-    """The first ``per_family`` tasks (by id) of each family: the same tasks at every point."""
-    from synth.task_families import family_of
+SINGLE = "single-action"
 
+
+def curve_family(task: Task) -> str:
+    """A multi-step family (synth.task_families), else ``single-action``: the curve's lines."""
+    from synth.task_families import family_of, is_multistep
+
+    f = family_of(task)
+    return f if is_multistep(f) else SINGLE
+
+
+def curve_slice(tasks: Sequence[Task], per_family: int) -> list[Task]:
+    """The first ``per_family`` tasks (by id) of each multi-step family and as many single-action ones:
+    the same tasks at every point."""
     by: dict[str, list[Task]] = {}
     for t in sorted(tasks, key=lambda t: t.id):
-        by.setdefault(family_of(t), []).append(t)
+        by.setdefault(curve_family(t), []).append(t)
     return [t for fam in sorted(by) for t in by[fam][:per_family]]
 
 
@@ -100,8 +110,7 @@ class HeldOutCurve(TrainerCallback):
                 self._stack = None
 
     def measure(self, model: Any, step: int) -> CurvePoint:
-        from rl.evaluate import by_family, outcomes, pooled_success, run_episodes
-        from synth.task_families import family_of, is_multistep
+        from rl.evaluate import outcomes, pooled_success, run_episodes
 
         start = time.perf_counter()
         model = getattr(model, "module", model)  # a DDP wrapper's model
@@ -109,11 +118,13 @@ class HeldOutCurve(TrainerCallback):
         sampled, _ = run_episodes(self._rollout, self.tasks, model, self._tok, samples=self.samples,
                                   temperature=self.temperature, greedy=False, step=1000 + step * self.samples)
         per_task = outcomes(self.tasks, sampled, [])
-        fams = by_family(self.tasks, per_task)
-        multi = {t.id for t in self.tasks if is_multistep(family_of(t))}
+        groups: dict[str, set[str]] = {}
+        for t in self.tasks:
+            groups.setdefault(curve_family(t), set()).add(t.id)
+        multi = {i for f, ids in groups.items() if f != SINGLE for i in ids}
         point = CurvePoint(step=step, success=pooled_success(per_task, {t.id for t in self.tasks}) or 0.0,
                            multistep_success=pooled_success(per_task, multi),
-                           families={f: row["success"] for f, row in fams.items()},
+                           families={f: round(pooled_success(per_task, ids) or 0.0, 4) for f, ids in sorted(groups.items())},
                            seconds=round(time.perf_counter() - start, 2))
         self.points.append(point)
         if self.path is not None:
@@ -132,7 +143,6 @@ def plot_learning_curve(points: Sequence[CurvePoint], log_history: Iterable[Mapp
     from matplotlib.figure import Figure
 
     from rl.metrics import _rolling_mean, reward_points
-    from synth.task_families import is_multistep
 
     fig = Figure(figsize=(11, 4.2), dpi=110, layout="constrained")
     FigureCanvasAgg(fig)
@@ -141,7 +151,7 @@ def plot_learning_curve(points: Sequence[CurvePoint], log_history: Iterable[Mapp
     families = sorted({f for p in points for f in p.families})
     for f in families:
         ys = [p.families.get(f) for p in points]
-        multi = is_multistep(f)
+        multi = f != SINGLE
         left.plot(steps, [float("nan") if y is None else y for y in ys], "o-" if multi else ".--",
                   linewidth=1.6 if multi else 0.8, alpha=0.9 if multi else 0.45, markersize=4, label=f)
     if any(p.multistep_success is not None for p in points):
