@@ -43,7 +43,7 @@ DEFAULT_VARIANTS: dict[str, list[str]] = {
     "b128_lr1e-3": ["train.grpo.per_device_train_batch_size=128", "train.grpo.learning_rate=1e-3"],
     "b256_lr3e-4": ["train.grpo.per_device_train_batch_size=256", "train.grpo.learning_rate=3e-4"],
 }
-QUICK = ["tasks=24", "held_out=6", "sft.epochs=1", "eval_samples=1", "train.grpo.max_steps=2",
+QUICK = ["multistep={}", "tasks=24", "held_out=6", "sft.epochs=1", "eval_samples=1", "train.grpo.max_steps=2",
          "train.grpo.per_device_train_batch_size=8", "train.grpo.num_generations=4",
          "train.grpo.max_completion_length=64", "train.rollout.use_vllm=false"]
 QUICK_VARIANTS = {"demo": [], "lr3e-4": ["train.grpo.learning_rate=3e-4"]}
