@@ -57,7 +57,9 @@ DEFAULT_TRAIN: dict[str, Any] = {
              "max_completion_length": 256, "learning_rate": 1e-4, "per_device_train_batch_size": 32,
              "gradient_accumulation_steps": 1, "max_steps": 40, "temperature": 1.0, "epsilon": 0.2,
              "gradient_checkpointing": False},
-    "rollout": {"use_vllm": True, "vllm_mode": "colocate", "max_turns": 3, "max_tool_calls": 6, "user": "scripted",
+    # max_turns 4: a look-up, the act, a verifying read and the answer (the primed traces of the multi-step
+    # families need up to 4 agent messages, the single-action ones 2-3)
+    "rollout": {"use_vllm": True, "vllm_mode": "colocate", "max_turns": 4, "max_tool_calls": 6, "user": "scripted",
                 "sandbox_backend": "auto", "system_prompt": "brief"},
     # Success-shaped and not hackable by doing nothing: no world-state match, no reward; the reported
     # outputs add the other half. (Turn-format or vacuous-communication credit taught a tiny policy
