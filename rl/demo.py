@@ -54,7 +54,9 @@ DEFAULT_TRAIN: dict[str, Any] = {
     "grpo": {"loss_type": "dr_grpo", "scale_rewards": "none", "beta": 0.0, "num_generations": 8,
              # a small step: Adam moves every weight by about lr per step, and at 1e-3 a primed tiny
              # policy falls apart within a few steps
-             "max_completion_length": 256, "learning_rate": 1e-4, "per_device_train_batch_size": 32,
+             # the completion budget counts the tool outputs too (rl.token_agent): a look-up's device
+             # list is 400-1,000 tokens, and at 256 every look-up episode ran out before its second call
+             "max_completion_length": 1024, "learning_rate": 1e-4, "per_device_train_batch_size": 32,
              "gradient_accumulation_steps": 1, "max_steps": 40, "temperature": 1.0, "epsilon": 0.2,
              "gradient_checkpointing": False},
     # max_turns 4: a look-up, the act, a verifying read and the answer (the primed traces of the multi-step
@@ -89,7 +91,9 @@ class DemoConfig(BaseModel):
     quote_values: bool = Field(False, description="the user writes string values in quotes (device id: \"LT-3\"), "
                                                   "so they tokenize as inside the JSON arguments")
     condition: str = Field("all", description="the priming condition (synth.behaviours.CONDITIONS)")
-    sft: SFTSettings = Field(default_factory=lambda: SFTSettings(epochs=3, learning_rate=3e-3, batch_size=8))
+    # max_length 2048 (the base's context): a look-up trace with the whole device list runs to ~2,000 tokens
+    sft: SFTSettings = Field(default_factory=lambda: SFTSettings(epochs=3, learning_rate=3e-3, batch_size=8,
+                                                                 max_length=2048))
     eval_samples: int = Field(4, gt=0, description="sampled episodes per held-out task and policy")
     multistep: dict[str, int] = Field(
         default_factory=lambda: {"lookup_act": 150, "read_report": 150, "ask_user": 150},
