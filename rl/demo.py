@@ -171,6 +171,12 @@ def load_demo_config(path: str | Path | None = None, overrides: Iterable[str] = 
             raise ConfigError(f"the shipped pretrained base saw transcripts of {sorted(set(cfg.domains) - set(excluded))}"
                               f" (its corpus leaves out only {excluded}): held-out tasks would not be unseen; "
                               "use base=random or a base pretrained without them (rl.pretrain)", field="base")
+    from synth.task_families import MULTISTEP
+
+    bad = sorted(set(cfg.multistep) - set(MULTISTEP))
+    if bad or any(n < cfg.multistep_held_out + 1 for n in cfg.multistep.values()):
+        raise ConfigError(f"families are {', '.join(MULTISTEP)}, each with more tasks than multistep_held_out "
+                          f"({cfg.multistep_held_out}); got {cfg.multistep}", field="multistep")
     if cfg.held_out >= cfg.tasks:
         raise ConfigError(f"must be below tasks ({cfg.tasks})", field="held_out")
     train_config(cfg, Path(cfg.out_dir))  # the train section fails here, before anything runs

@@ -25,6 +25,10 @@ def test_config_errors_name_the_field(tmp_path):
         load_demo_config(None, ["condition=bogus"])
     with pytest.raises(ConfigError, match="held_out"):
         load_demo_config(None, ["tasks=10", "held_out=10"])
+    with pytest.raises(ConfigError, match="multistep"):
+        load_demo_config(None, ["multistep.bogus=30"])
+    with pytest.raises(ConfigError, match="multistep"):
+        load_demo_config(None, ["multistep.ask_user=20", "multistep_held_out=20"])
     bad = tmp_path / "bad.yaml"
     bad.write_text("tasks: [1, 2\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
