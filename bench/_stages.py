@@ -144,10 +144,19 @@ def evaluate(cfg: Any, model: Path, held: list[Any], out_dir: Path, backend: str
         max_completion_length=tcfg.grpo.max_completion_length,
         limits=EpisodeLimits(max_turns=ro.max_turns, max_tool_calls=ro.max_tool_calls, max_tokens=10**9),
         system_prompt=ro.system_prompt, backend=backend, seed=cfg.seed + 1, out_dir=out_dir)
+    from rl.evaluate import pooled_success
+    from synth.task_families import family_of, is_multistep
+
+    multi = {t.id for t in held if is_multistep(family_of(t))}
+    mine = [o for o in ev.per_task if o.task_id in multi]
     return {"success": ev.success, "greedy_success": ev.greedy_success, "mean_reward": ev.mean_reward,
             "mean_sampled_tokens": ev.mean_sampled_tokens, "seconds": round(ev.seconds, 1),
             "pass_at_k": pass_at_k(ev.per_task),
-            "by_tool": by_gold_tool(held, ev.per_task)}
+            "by_tool": by_gold_tool(held, ev.per_task),
+            # the multi-step families pooled (issue 23): sampled, greedy, pass@k
+            "multistep_success": pooled_success(ev.per_task, multi),
+            "multistep_greedy_success": sum(bool(o.greedy_solved) for o in mine) / len(mine) if mine else None,
+            "multistep_pass_at_k": pass_at_k(mine) if mine else None}
 
 
 def by_gold_tool(tasks: list[Any], per_task: list[Any]) -> dict[str, dict[str, Any]]:

@@ -49,7 +49,7 @@ SERIES = {"len_unsolved": "episode/len_unsolved", "len_solved": "episode/len_sol
           "reward": "reward", "mean_length": "completions/mean_length",
           # the learning signal: groups whose rewards are all equal have zero advantage under both methods
           "frac_reward_zero_std": "frac_reward_zero_std", "grad_norm": "grad_norm"}
-QUICK = ["tasks=24", "held_out=4", "sft.epochs=1", "train.grpo.per_device_train_batch_size=8",
+QUICK = ["multistep={}", "tasks=24", "held_out=4", "sft.epochs=1", "train.grpo.per_device_train_batch_size=8",
          "train.grpo.num_generations=4", "train.grpo.max_completion_length=64", "train.rollout.use_vllm=false"]
 
 

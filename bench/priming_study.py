@@ -42,7 +42,7 @@ RESULTS = ROOT / "bench" / "results"
 DEFAULT_CONDITIONS = ["all", "none", "incorrect"]
 CONTROLS = ["empty", "length_matched"]
 # Tiny settings for --quick (a few minutes on 2 CPU cores): every stage runs, on little.
-QUICK = ["tasks=24", "held_out=6", "sft.epochs=1", "eval_samples=1", "train.grpo.max_steps=2",
+QUICK = ["multistep={}", "tasks=24", "held_out=6", "sft.epochs=1", "eval_samples=1", "train.grpo.max_steps=2",
          "train.grpo.per_device_train_batch_size=8", "train.grpo.num_generations=4",
          "train.grpo.max_completion_length=64", "train.rollout.use_vllm=false"]
 METRICS = ("sft_success", "sft_greedy_success", "grpo_success", "grpo_greedy_success")

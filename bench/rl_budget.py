@@ -43,7 +43,7 @@ DEFAULT_VARIANTS: dict[str, list[str]] = {
     "b128_lr1e-3": ["train.grpo.per_device_train_batch_size=128", "train.grpo.learning_rate=1e-3"],
     "b256_lr3e-4": ["train.grpo.per_device_train_batch_size=256", "train.grpo.learning_rate=3e-4"],
 }
-QUICK = ["tasks=24", "held_out=6", "sft.epochs=1", "eval_samples=1", "train.grpo.max_steps=2",
+QUICK = ["multistep={}", "tasks=24", "held_out=6", "sft.epochs=1", "eval_samples=1", "train.grpo.max_steps=2",
          "train.grpo.per_device_train_batch_size=8", "train.grpo.num_generations=4",
          "train.grpo.max_completion_length=64", "train.rollout.use_vllm=false"]
 QUICK_VARIANTS = {"demo": [], "lr3e-4": ["train.grpo.learning_rate=3e-4"]}
@@ -70,7 +70,9 @@ def worker_prepare(spec: dict[str, Any]) -> dict[str, Any]:
     t1 = time.perf_counter()
     ev = _stages.evaluate(cfg, Path(res["sft_dir"]), held, out / "eval" / "sft", backend)
     res.update(sft_success=ev["success"], sft_greedy_success=ev["greedy_success"], by_tool=ev["by_tool"],
-               sft_pass_at_k=ev["pass_at_k"],
+               sft_pass_at_k=ev["pass_at_k"], sft_multistep_success=ev["multistep_success"],
+               sft_multistep_greedy_success=ev["multistep_greedy_success"],
+               sft_multistep_pass_at_k=ev["multistep_pass_at_k"],
                minutes={"prime_and_sft": round((t1 - t0) / 60, 2), "eval": round((time.perf_counter() - t1) / 60, 2)})
     return res
 
@@ -102,6 +104,8 @@ def worker_variant(spec: dict[str, Any]) -> dict[str, Any]:
     res["curves"] = {k: quarters(hist, k) for k in CURVES}
     ev = _stages.evaluate(cfg, Path(res["final_dir"]), held, out / "eval", backend)
     res.update(grpo_success=ev["success"], grpo_greedy_success=ev["greedy_success"], by_tool=ev["by_tool"],
+               grpo_multistep_success=ev["multistep_success"],
+               grpo_multistep_greedy_success=ev["multistep_greedy_success"],
                minutes={"grpo": round((t1 - t0) / 60, 2), "eval": round((time.perf_counter() - t1) / 60, 2)})
     return res
 
@@ -127,7 +131,14 @@ def summarize(variants: dict[str, list[str]], prepared: dict[int, dict[str, Any]
         row["gain"] = _stages.stats([r["grpo_success"] - prepared[s]["sft_success"] for s, r in ok.items()])
         row["greedy_gain"] = _stages.stats([r["grpo_greedy_success"] - prepared[s]["sft_greedy_success"]
                                             for s, r in ok.items()])
-        row["per_seed"] = {str(s): {k: r.get(k) for k in ("grpo_success", "grpo_greedy_success", "episodes",
+        # the multi-step families pooled (issue 23's target: +15 sampled, each seed +10)
+        row["grpo_multistep_success"] = _stages.stats([r.get("grpo_multistep_success") for r in ok.values()])
+        row["multistep_gain"] = _stages.stats([r["grpo_multistep_success"] - prepared[s]["sft_multistep_success"]
+                                               for s, r in ok.items()
+                                               if _stages.finite(r.get("grpo_multistep_success"))
+                                               and _stages.finite(prepared[s].get("sft_multistep_success"))])
+        row["per_seed"] = {str(s): {k: r.get(k) for k in ("grpo_success", "grpo_greedy_success", "grpo_multistep_success",
+                                                          "grpo_multistep_greedy_success", "episodes",
                                                           "grpo_steps", "first_reward", "final_reward", "curves",
                                                           "by_tool", "minutes")} for s, r in ok.items()}
         out[name] = row
@@ -144,11 +155,12 @@ def print_table(result: dict[str, Any], console: Any) -> None:
 
     t = Table(title=f"held-out success after Dr. GRPO from one primed checkpoint per seed "
                     f"(mean ± std over {len(result['seeds'])} seeds)")
-    for c in ("variant", "episodes", "sampled", "gain", "greedy", "greedy gain", "solved (train) first -> last",
-              "entropy first -> last"):
+    for c in ("variant", "episodes", "sampled", "gain", "greedy", "greedy gain", "multi-step", "multi-step gain",
+              "solved (train) first -> last", "entropy first -> last"):
         t.add_column(c, justify="left" if c == "variant" else "right")
     p = result["primed"]
-    t.add_row("primed (SFT, the baseline)", "", fmt(p["sft_success"]), "", fmt(p["sft_greedy_success"]), "", "", "")
+    t.add_row("primed (SFT, the baseline)", "", fmt(p["sft_success"]), "", fmt(p["sft_greedy_success"]), "",
+              fmt(p.get("sft_multistep_success") or {}), "", "", "")
 
     def curve(row: dict[str, Any], key: str) -> str:
         seeds = list(row["per_seed"].values())
@@ -159,7 +171,9 @@ def print_table(result: dict[str, Any], console: Any) -> None:
     for name, row in result["variants"].items():
         eps = {v["episodes"] for v in row["per_seed"].values()}
         t.add_row(name, ",".join(map(str, sorted(eps))), fmt(row["grpo_success"]), fmt(row["gain"], True),
-                  fmt(row["grpo_greedy_success"]), fmt(row["greedy_gain"], True), curve(row, "episode/solved"),
+                  fmt(row["grpo_greedy_success"]), fmt(row["greedy_gain"], True),
+                  fmt(row.get("grpo_multistep_success") or {}), fmt(row.get("multistep_gain") or {}, True),
+                  curve(row, "episode/solved"),
                   curve(row, "entropy"))
     console.print(t)
 
@@ -218,10 +232,13 @@ def main() -> int:
         ok_prep = {s: p for s, p in prepared.items() if p.get("ok")}
         result["primed"] = {
             "per_seed": {str(s): {k: p.get(k) for k in ("sft_success", "sft_greedy_success", "sft_pass_at_k", "sft_final_loss",
+                                                         "sft_multistep_success", "sft_multistep_greedy_success",
+                                                         "sft_multistep_pass_at_k",
                                                          "train_tasks", "held_out_tasks", "by_tool", "minutes")}
                          for s, p in ok_prep.items()},
             **{k: _stages.stats([p.get(k) for p in ok_prep.values()])
-               for k in ("sft_success", "sft_greedy_success", "sft_pass_at_k")}}
+               for k in ("sft_success", "sft_greedy_success", "sft_pass_at_k", "sft_multistep_success",
+                         "sft_multistep_pass_at_k")}}
         result["variants"] = summarize(variants, ok_prep, runs)
         result["settings"] = _stages.study_settings(
             overrides, work, workers, threads, next(iter(ok_prep.values()), {}),

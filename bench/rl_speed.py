@@ -61,7 +61,7 @@ DEFAULT_VARIANTS: dict[str, list[str]] = {
              "train.grpo.learning_rate=3e-4", "train.rollout.vllm_importance_sampling_correction=false",
              "train.rollout.vllm_max_num_batched_tokens=262144", "train.rollout.vllm_streaming=true"],
 }
-PREPARE_QUICK = ["tasks=24", "held_out=4", "sft.epochs=1", "train.grpo.max_completion_length=64"]
+PREPARE_QUICK = ["multistep={}", "tasks=24", "held_out=4", "sft.epochs=1", "train.grpo.max_completion_length=64"]
 QUICK_EPISODES = 32
 QUICK_VARIANTS: dict[str, list[str]] = {
     "today": ["train.grpo.per_device_train_batch_size=16", "train.grpo.num_generations=4"],

@@ -294,10 +294,13 @@ def demo_cmd(
     t.add_column("policy")
     t.add_column("sampled", justify="right")
     t.add_column("greedy", justify="right")
+    t.add_column("multi-step, sampled", justify="right")
     for name in ("base", "sft", "grpo"):
-        g = getattr(res, f"{name}_greedy_success")
-        t.add_row(name, f"{getattr(res, f'{name}_success'):.1%}", "-" if g is None else f"{g:.1%}")
+        g, m = getattr(res, f"{name}_greedy_success"), getattr(res, f"multistep_{name}_success")
+        t.add_row(name, f"{getattr(res, f'{name}_success'):.1%}", "-" if g is None else f"{g:.1%}",
+                  "-" if m is None else f"{m:.1%}")
     err_console.print(t)
+    err_console.print(f"target ({res.target}): {'met' if res.target_met else 'not met'}", highlight=False)
     err_console.print(f"report: {res.report}   ({res.minutes:.1f} min; target "
                       f"{'met' if res.target_met else 'not met'})", highlight=False)
     print(res.model_dump_json())

@@ -9,7 +9,8 @@ Three kinds of documents, each a plain string:
 2. Data: each domain's seeded state (``seed(random.Random(s))`` for the task synthesiser's domain
    seeds), rendered as one ``key: value`` line per record, so ids, names and values appear next to
    each other the way a tool's output shows them.
-3. Transcripts: replay-validated single- and two-action tasks (synth.tasks) run as real priming
+3. Transcripts: replay-validated single- and two-action tasks (synth.tasks), and with
+   ``multistep_per_family`` tasks of the multi-step families (synth.task_families), run as real priming
    episodes (synth.behaviours, the gold-call ``none`` condition and the behaviour-rich ``all``
    condition) and rendered with the policy's chat template: system prompt, tool block, the user's
    request, the assistant's ``<tool_call>`` JSON, the tool's answer and the final reply. This is
@@ -27,13 +28,14 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["CorpusSettings", "Corpus", "build_corpus", "cached_corpus", "domain_docs", "domain_data"]
+__all__ = ["CorpusSettings", "Corpus", "build_corpus", "cached_corpus", "copy_spans", "domain_docs", "domain_data"]
 
 
 class CorpusSettings(BaseModel):
@@ -47,6 +49,9 @@ class CorpusSettings(BaseModel):
                                   description="priming conditions each task is run as (synth.behaviours)")
     lengths: dict[int, float] = Field(default_factory=lambda: {1: 0.7, 2: 0.3},
                                       description="gold actions per task and their weights")
+    multistep_per_family: int = Field(0, ge=0, description="per domain, tasks of each multi-step family "
+                                                           "(synth.task_families: look up then act, read and "
+                                                           "report, ask the user), run like the others")
     seed: int = 1000
     system_prompt: str = "brief"
     backend: str = "auto"
@@ -127,9 +132,16 @@ def _transcripts(job: tuple[CorpusSettings, str, int]) -> list[str]:
     s, name, seed = job
     made = synthesize_tasks(s.tasks_per_domain, seed=seed, domains=[name], backend=s.backend,
                             lengths=s.lengths, user_info_rate=0.0)
+    tasks = list(made.tasks)
+    if s.multistep_per_family:
+        from synth.task_families import MULTISTEP, synthesize_family_tasks
+
+        fams = synthesize_family_tasks({f: s.multistep_per_family for f in MULTISTEP}, seed=seed, domains=[name],
+                                       backend=s.backend)
+        tasks += [t for f in MULTISTEP for t in fams[f]]
     out = []
     for condition in s.conditions:
-        for traj in generate_traces(made.tasks, condition, backend=s.backend, system_prompt=s.system_prompt,
+        for traj in generate_traces(tasks, condition, backend=s.backend, system_prompt=s.system_prompt,
                                     seed=seed):
             row = trl_row(traj)
             if row is not None:
@@ -217,3 +229,42 @@ def held_out_leaks(texts: list[str], tasks: list[Any]) -> list[tuple[str, str]]:
             if t.expected_outputs and gold and f'"name": "{gold}"' in doc and all(o in doc for o in t.expected_outputs):
                 found.append((t.id, f"expected outputs {t.expected_outputs}"))
     return found
+
+
+_RESPONSE = re.compile(r"<tool_response>\n(.*?)\n</tool_response>", re.S)
+_ASSISTANT = re.compile(r"<\|im_start\|>assistant\n(.*?)<\|im_end\|>", re.S)
+_USER = re.compile(r"<\|im_start\|>user\n(.*?)<\|im_end\|>", re.S)
+
+
+def _scalars(obj: Any) -> list[str]:
+    if isinstance(obj, dict):
+        return [v for x in obj.values() for v in _scalars(x)]
+    if isinstance(obj, list):
+        return [v for x in obj for v in _scalars(x)]
+    if isinstance(obj, bool) or obj is None:
+        return []
+    return [str(obj)]
+
+
+def copy_spans(text: str) -> list[tuple[int, int]]:
+    """Where a rendered transcript's assistant copies from a tool's output: the character spans, in
+    the assistant turn right after a tool response, of values of that response (JSON scalars of 2+
+    characters) that no user request holds. What the copy-from-tool-output accuracy is measured on
+    (rl.pretrain), as the tool-call token accuracy is measured inside ``<tool_call>`` blocks."""
+    said = " ".join(m.group(1) for m in _USER.finditer(text) if "<tool_response>" not in m.group(1))
+    spans: list[tuple[int, int]] = []
+    for r in _RESPONSE.finditer(text):
+        try:
+            values = {v for v in _scalars(json.loads(r.group(1))) if len(v) >= 2 and v not in said}
+        except ValueError:
+            continue
+        turn = _ASSISTANT.search(text, r.end())
+        if not turn or not values:
+            continue
+        body, base = turn.group(1), turn.start(1)
+        for v in sorted(values, key=len, reverse=True):
+            for m in re.finditer(re.escape(v), body):
+                span = (base + m.start(), base + m.end())
+                if not any(a < span[1] and span[0] < b for a, b in spans):
+                    spans.append(span)
+    return sorted(spans)

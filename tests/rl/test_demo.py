@@ -25,6 +25,10 @@ def test_config_errors_name_the_field(tmp_path):
         load_demo_config(None, ["condition=bogus"])
     with pytest.raises(ConfigError, match="held_out"):
         load_demo_config(None, ["tasks=10", "held_out=10"])
+    with pytest.raises(ConfigError, match="multistep"):
+        load_demo_config(None, ["multistep.bogus=30"])
+    with pytest.raises(ConfigError, match="multistep"):
+        load_demo_config(None, ["multistep.ask_user=20", "multistep_held_out=20"])
     bad = tmp_path / "bad.yaml"
     bad.write_text("tasks: [1, 2\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
@@ -94,33 +98,55 @@ def test_a_short_demo_runs_every_stage_and_reports(tmp_path):
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
     r = subprocess.run(
         [*DOJO, "demo", f"out_dir={out}", "tasks=60", "held_out=8", "sft.epochs=1", "eval_samples=1",
-         "train.grpo.max_steps=2", "train.grpo.per_device_train_batch_size=16"],
+         "train.grpo.max_steps=2", "train.grpo.per_device_train_batch_size=16",
+         # the multi-step families, shortened: 3 held out each; a curve point at every step
+         "multistep.lookup_act=24", "multistep.read_report=24", "multistep.ask_user=24", "multistep_held_out=3",
+         "curve_every=1", "curve_tasks=2", "curve_samples=1"],
         capture_output=True, text=True, timeout=1400, env=env)
     assert r.returncode == 0, r.stderr[-4000:]
     last = json.loads(r.stdout.strip().splitlines()[-1])
     for key in ("base_success", "sft_success", "grpo_success", "held_out_tasks", "minutes", "sandbox_backend",
                 "rollout_engine"):
         assert key in last, key
-    assert last["held_out_tasks"] == 8 and last["train_tasks"] == 52 and last["grpo_steps"] == 2
+    held = 8 + 3 * 3
+    assert last["held_out_tasks"] == held and last["multistep_held_out_tasks"] == 9 and last["grpo_steps"] == 2
     assert last["rollout_engine"] == "vllm" and last["sandbox_backend"] in ("docker", "local")
     for k in ("base_success", "sft_success", "grpo_success"):
         assert 0.0 <= last[k] <= 1.0
+    page = (out / "report.html").read_text()
     # every stage left its artefacts
     assert (out / "prime" / "trajectories.jsonl").is_file() and (out / "sft" / "config.json").is_file()
     assert (out / "grpo" / "final" / "config.json").is_file() and (out / "grpo" / "reward_curve.png").is_file()
     assert sorted(p.name for p in (out / "grpo" / "episodes").iterdir()) == ["step-000000.jsonl", "step-000001.jsonl"]
     for name in ("base", "sft", "grpo"):
         summary = json.loads((out / "eval" / name / "summary.json").read_text())
-        assert summary["tasks"] == 8 and summary["success"] == last[f"{name}_success"]
+        assert summary["tasks"] == held and summary["success"] == last[f"{name}_success"]
         lines = (out / "eval" / name / "trajectories.jsonl").read_text().splitlines()
-        assert len(lines) == 16  # one sampled and one greedy episode per task
-    page = (out / "report.html").read_text()
+        assert len(lines) == 2 * held  # one sampled and one greedy episode per task
+    # issue 23: the multi-step families, per family and pooled, beside the single-action ones
+    from synth.task_families import MULTISTEP
+
+    fams = last["families"]
+    assert all(fams[f]["tasks"] == 3 and fams[f]["multistep"] for f in MULTISTEP), fams
+    for name in ("base", "sft", "grpo"):
+        pooled = sum(fams[f][name]["success"] * fams[f]["tasks"] for f in MULTISTEP) / 9
+        assert last[f"multistep_{name}_success"] == pytest.approx(pooled, abs=1e-3)
+    assert 0.0 <= last["multistep_sft_pass_at_k"] <= 1.0 and all("pass_at_k" in fams[f]["sft"] for f in MULTISTEP)
+    assert last["target"].startswith("multi-step") and isinstance(last["target_met"], bool)
+    # the learning curve: step 0 (the primed policy), then every step, on the same slice, per family
+    assert [p["step"] for p in last["curve"]] == [0, 1, 2]
+    assert all(set(MULTISTEP) <= set(p["families"]) and p["multistep_success"] is not None for p in last["curve"])
+    assert json.loads((out / "curve.json").read_text()) == last["curve"]
+    assert Path(last["learning_curve"]) == out / "learning_curve.png" and "Learning curve" in page
+    train_ids = {json.loads(x)["id"] for x in (out / "tasks" / "train" / "tasks.jsonl").read_text().splitlines()}
+    assert last["train_tasks"] == len(train_ids) and not train_ids & {
+        json.loads(x)["id"] for x in (out / "tasks" / "held_out" / "tasks.jsonl").read_text().splitlines()}
     assert "data:image/png;base64," in page and "Held-out success" in page and "verification" in page
     assert json.loads((out / "result.json").read_text()) == last
     # the pretrained base is its own stage, with its loss curve in the report; results per task family
     assert "base model" in last["stage_minutes"] and (out / "base" / "pretrain.json").is_file()
     assert (out / "base_loss_curve.png").is_file() and "Base model" in page and "task family" in page
-    assert 0.0 <= last["sft_pass_at_k"] <= 1.0 and sum(f["tasks"] for f in last["families"].values()) == 8
+    assert 0.0 <= last["sft_pass_at_k"] <= 1.0 and sum(f["tasks"] for f in last["families"].values()) == held
     assert all({"base", "sft", "grpo"} <= f.keys() for f in last["families"].values())
     # the primed policy's traces carry the behaviours it was primed with
     primed = [json.loads(x) for x in (out / "prime" / "trajectories.jsonl").read_text().splitlines()]

@@ -28,6 +28,9 @@ def test_a_shortened_pretraining_reaches_the_recorded_quality_and_is_cached(tmp_
     vals = [p["val_loss"] for p in res.curve if "val_loss" in p]
     assert len(vals) == 3 and vals[-1] < vals[0]
     assert res.val_loss < MAX_VAL_LOSS and res.tool_call_accuracy >= MIN_TOOL_CALL_ACCURACY
+    # issue 23: the copy-from-tool-output accuracy is measured beside it (two-action transcripts copy ids)
+    assert res.copy_accuracy is not None and 0.0 <= res.copy_accuracy <= 1.0
+    assert all("copy_accuracy" in p for p in res.curve if "val_loss" in p)
     manifest = verify_base(tmp_path / "base")
     assert manifest["hash"] == res.hash and (tmp_path / "base" / "loss_curve.png").is_file()
     # same inputs: found, not retrained

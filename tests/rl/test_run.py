@@ -51,7 +51,8 @@ def _history(n: int = 12) -> list[dict]:
     for step in range(1, n + 1):
         h.append({"loss": 0.1 / step, "reward": 0.1 + 0.05 * step, "reward_std": 0.2,
                   "rewards/world_state/mean": 0.05 * step, "rewards/world_state/std": 0.1,
-                  "rewards/communication/mean": 0.5, "step_time": 1.5, "step": step})
+                  "rewards/communication/mean": 0.5, "step_time": 1.5, "step": step,
+                  "frac_reward_zero_std": 1.0 - 0.05 * step, "entropy": 0.3, "completions/mean_length": 40.0 + step})
     h.append({"train_runtime": 12.0, "train_loss": 0.05, "step": n})  # the trainer's closing entry: no reward
     return h
 
@@ -176,11 +177,21 @@ def test_reward_curve_png(tmp_path):
         im.verify()
     with Image.open(out) as im:
         w, h = im.size
-    assert w > 0 and h > w * 0.6  # two panels (components present): taller than one
+    assert w > 0 and h > w * 0.6  # two panels (TRL's diagnostics present): taller than one
 
     plain = plot_reward_curve([{"reward": 1.0, "step": 1}, {"reward": float("nan"), "step": 2}],
                               tmp_path / "plain.png")
     assert plain is not None and plain.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_reward_curve_second_panel_shows_groups_with_variance_entropy_and_length():
+    """Issue 23 #5: the second panel is not the reward again but what says whether a step could teach."""
+    from rl.metrics import diagnostic_points
+
+    d = diagnostic_points(_history(4))
+    assert d["share of groups with reward variance"] == [(s, pytest.approx(0.05 * s)) for s in range(1, 5)]
+    assert d["entropy (nats/token)"][0] == (1, 0.3) and d["episode length (tokens)"][-1] == (4, 44.0)
+    assert diagnostic_points([{"reward": 1.0, "rewards/x/mean": 1.0, "step": 1}]) == {}
 
 
 def test_reward_curve_none_without_rewards(tmp_path):
