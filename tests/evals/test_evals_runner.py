@@ -144,7 +144,8 @@ def test_an_unreachable_model_fails_its_cases_not_the_run(tmp_path):
     assert all(c.errors == 1 for c in res.values()) and rec.summary.errors == 3
     assert "cannot connect" in res["chat"].reasons[0]
     assert "agent_error" in res["episode"].reasons[0] and "cannot connect" in res["episode"].reasons[0]
-    assert "no task 'nope'" in res["missing-task"].reasons[0]
+    # an empty tasks.jsonl is itself the reason (issue 22: empty inputs are errors, named with their file)
+    assert "no tasks in" in res["missing-task"].reasons[0] and "tasks.jsonl" in res["missing-task"].reasons[0]
     assert rec.usage["errors"] == 2 and rec.usage["requests"] == 0
     assert find_run(tmp_path / "h", rec.run_id)[0].summary.errors == 3     # the run was saved
 
