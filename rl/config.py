@@ -251,8 +251,11 @@ class RunConfig(_Section):
 class TrainerConfig(_Section):
     """How the trainer computes the loss it is given (not what it optimises)."""
 
+    # Off by default: in the 20-step `train_tiny.yaml` run it follows the repeated path exactly for 10
+    # steps and then drifts to a policy that stops learning (reward 0.36 -> 0.10 over the last 4 steps),
+    # while every per-batch equivalence test holds; until that is understood it is opt-in.
     shared_prefix: bool = Field(
-        True, description="score each group's prompt once, its completions attending to it through a shared-prefix "
+        False, description="score each group's prompt once, its completions attending to it through a shared-prefix "
                           "mask (rl.shared_prefix): the same log-probs and gradients, fewer tokens; where it cannot "
                           "apply (no shared prompt, an attention function without custom masks) the repeated rows "
                           "are scored, logged once")

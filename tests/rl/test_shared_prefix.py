@@ -226,16 +226,16 @@ def test_two_process_ddp_gradients_match(tiny, tmp_path):
         assert r["ranks_differ"]   # each rank saw its own data, so the all-reduce mattered
 
 
-def test_the_switch_picks_the_trainer_and_is_on_by_default(tmp_path):
+def test_the_switch_picks_the_trainer_and_is_off_by_default(tmp_path):
     from trl import GRPOTrainer
 
     from rl.config import load_config
     from rl.shared_prefix import trainer_class
 
     cfg = load_config(ROOT / "examples" / "train_tiny.yaml", [])
-    assert cfg.trainer.shared_prefix is True
-    off = load_config(ROOT / "examples" / "train_tiny.yaml", ["trainer.shared_prefix=false"])
-    assert off.trainer.shared_prefix is False
+    assert cfg.trainer.shared_prefix is False
+    on = load_config(ROOT / "examples" / "train_tiny.yaml", ["trainer.shared_prefix=true"])
+    assert on.trainer.shared_prefix is True
     assert trainer_class(True) is SharedPrefixGRPOTrainer and trainer_class(False) is GRPOTrainer
 
 
