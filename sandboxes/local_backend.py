@@ -15,6 +15,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import tempfile
 import uuid
@@ -188,8 +189,11 @@ class ProcessTransport(Transport):
             return
         self._killed = True
         if self.proc.returncode is None:
+            # os.kill, not proc.kill(): Popen.send_signal polls first, which reaps a process that
+            # already died (Ctrl-C reaches bwrap too) under asyncio's child watcher, and the watcher
+            # then warns "Unknown child process" on the user's terminal. Killing a zombie is harmless.
             try:
-                self.proc.kill()
+                os.kill(self.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
         with anyio.CancelScope(shield=True):
