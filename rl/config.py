@@ -37,6 +37,7 @@ from rewards.compose import RewardConfig
 __all__ = [
     "ConfigError",
     "DataConfig",
+    "DifficultyFilterConfig",
     "GRPOSection",
     "ModelConfig",
     "RolloutConfig",
@@ -176,6 +177,16 @@ class GRPOSection(_Section):
     gradient_checkpointing: bool = True
 
 
+class DifficultyFilterConfig(_Section):
+    """Task-level difficulty filtering before rollout (rl.difficulty); off by default."""
+
+    enabled: bool = Field(False, description="replace a task whose last `window` groups in this run all had equal "
+                                             "rewards (always or never solved) by another task before rolling it out")
+    window: int = Field(1, ge=1, le=16, description="how many of a task's latest groups must all be flat to mark it")
+    readmit: float = Field(0.1, ge=0.0, le=1.0, description="the chance that a marked task is rolled out anyway, so a "
+                                                            "task the policy has since learned or forgotten comes back")
+
+
 class RolloutConfig(_Section):
     """How episodes are generated. The vLLM knobs go to GRPOConfig; the episode limits and the
     user simulator are read by the multi-turn environment."""
@@ -206,6 +217,12 @@ class RolloutConfig(_Section):
         0, ge=0, description="rounds of DAPO-style dynamic sampling: a group whose rewards are all equal (no "
                              "gradient) is replaced by a varying group of another task; 0: off. The logged reward "
                              "is then that of the groups trained on, not of the sampled tasks")
+    difficulty_filter: DifficultyFilterConfig = Field(
+        default_factory=DifficultyFilterConfig, description="skip tasks the policy lately always or never solved, "
+                                                            "before rollout (rl.difficulty); off by default")
+    extra_generations: int = Field(
+        0, ge=0, le=16, description="rounds of G more episodes of the SAME task for a hard group (rewards all equal, "
+                                    "none solved), keeping G of the pool (rl.hard_groups); 0: off")
     hf_generation: Literal["auto", "padded", "continuous", "sequential"] = Field(
         "auto", description="without vLLM: padded model.generate batches, or transformers' continuous batching "
                             "(an episode's next turn joins the running batch); auto: continuous on CUDA; "

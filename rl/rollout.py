@@ -119,6 +119,8 @@ class MultiTurnRollout:
         hf_continuous_batching: dict[str, Any] | None = None,
         dynamic_sampling: int = 0,
         vllm_streaming: bool = False,
+        difficulty_filter: Any = None,
+        extra_generations: int = 0,
     ):
         from sandboxes import SandboxConfig
         from synth.usersim import ScriptedUser
@@ -150,6 +152,15 @@ class MultiTurnRollout:
         if dynamic_sampling < 0:
             raise ValueError(f"dynamic_sampling must be >= 0, not {dynamic_sampling}")
         self.dynamic_sampling = dynamic_sampling
+        if extra_generations < 0:
+            raise ValueError(f"extra_generations must be >= 0, not {extra_generations}")
+        self.extra_generations = extra_generations
+        self.difficulty = None  # rl.difficulty.DifficultyFilter, from a DifficultyFilterConfig that is enabled
+        if difficulty_filter is not None and difficulty_filter.enabled:
+            from rl.difficulty import DifficultyFilter
+
+            self.difficulty = DifficultyFilter(self.tasks, window=difficulty_filter.window,
+                                               readmit=difficulty_filter.readmit, seed=seed)
         self.rank, self.world_size = 0, 1  # set per call from the trainer (rl.distributed)
         self.policy: Any = None  # rl.distributed.PolicyForGeneration, for transformers generation
         self.vllm_streaming = vllm_streaming
@@ -271,7 +282,8 @@ class MultiTurnRollout:
         tasks = [self.task_of(p) for p in prompts]
         ranks = Ranks.of(trainer)
         self.rank, self.world_size = ranks.rank, ranks.world_size
-        group = int(getattr(trainer.args, "num_generations", 0) or 0) if self.dynamic_sampling else 0
+        grouped = self.dynamic_sampling or self.extra_generations or self.difficulty is not None
+        group = int(getattr(trainer.args, "num_generations", 0) or 0) if grouped else 0
         generator = self.generator_for(trainer)
         if self.policy is not None:
             self.policy.refresh()  # under FSDP: gathers the full weights (every rank, once per step)
@@ -281,6 +293,7 @@ class MultiTurnRollout:
         metrics = getattr(trainer, "_metrics", {}).get("train" if trainer.model.training else "eval")
         if metrics is not None:
             keys = ("rollout_s", "generate_s", "mean_batch") + (("flat_groups", "refilled_groups") if group else ())
+            keys += tuple(k for k in self.GROUP_STATS if k in self.stats)
             for k in keys:
                 metrics[f"rollout/{k}"].append(self.stats[k])
             report = getattr(getattr(trainer, "vllm_generation", None), "last_sync_report", None)
@@ -299,15 +312,30 @@ class MultiTurnRollout:
         task) and ``dynamic_sampling`` rounds, a group whose rewards are all equal (it has no
         advantage, so no gradient) is replaced by a group of another training task that does vary,
         drawn per (seed, step, round), as DAPO's dynamic sampling does. Groups still flat after the
-        last round stay."""
+        last round stay.
+
+        In order, each opt-in: the difficulty filter swaps the tasks of groups the policy lately
+        always or never solved (rl.difficulty), before any episode runs; ``extra_generations`` draws
+        more episodes of the same task for a hard group (rl.hard_groups); dynamic sampling then
+        replaces what is still flat; the filter records every group's outcome."""
         if self.portal is None:
             raise RolloutError("MultiTurnRollout is not started: use it as a context manager")
         t0 = time.perf_counter()
-        stats = {"generate_s": 0.0, "batches": []}
-        episodes = self._episodes(list(tasks), generator, step, first, stats)
+        stats: dict[str, Any] = {"generate_s": 0.0, "batches": [], "tried": []}
+        group_stats: dict[str, float] = {}
+        tasks = list(tasks)
+        if group_size > 1 and self.difficulty is not None:
+            tasks = self._filter(tasks, step, group_size, group_stats)
+        episodes = self._episodes(tasks, generator, step, first, stats)
         flat = refilled = 0
-        if group_size > 1 and self.dynamic_sampling and len(episodes) % group_size == 0:
+        whole = group_size > 1 and len(episodes) % group_size == 0
+        if whole and self.extra_generations:
+            episodes = self._extra(episodes, generator, step, group_size, stats, group_stats)
+        primary = [(e.task_id, e.reward) for e in episodes]
+        if whole and self.dynamic_sampling:
             episodes, flat, refilled = self._refill(episodes, generator, step, group_size, stats)
+        if group_size > 1 and self.difficulty is not None:
+            self._record(primary, stats["tried"], group_size)
         wall = time.perf_counter() - t0
         self.last = episodes
         if self.episodes_dir is not None:  # every rank's episodes, written by rank 0
@@ -321,8 +349,78 @@ class MultiTurnRollout:
         batches = stats["batches"]
         self.stats = {"rollout_s": wall, "generate_s": stats["generate_s"], "sampled_tokens": float(sampled),
                       "batches": float(len(batches)), "mean_batch": sum(batches) / max(1, len(batches)),
-                      "flat_groups": float(flat), "refilled_groups": float(refilled)}
+                      "flat_groups": float(flat), "refilled_groups": float(refilled), **group_stats}
         return self.to_trl(episodes)
+
+    # what the difficulty filter and the extra generations log per step, when on
+    GROUP_STATS = ("filtered_tasks", "readmitted_tasks", "marked_tasks", "hard_groups", "rescued_groups",
+                   "extra_episodes")
+
+    def _filter(self, tasks: list[Task], step: int, g: int, out: dict[str, float]) -> list[Task]:
+        """The difficulty filter on the step's batch: every rank gathers the whole batch's task ids,
+        chooses the same groups and keeps its own slice (see rl.difficulty)."""
+        from rl.distributed import Ranks, gather_rows
+
+        parts = gather_rows([[t.id for t in tasks]], Ranks(self.rank, self.world_size))
+        ids = [t for part in parts for t in part]
+        if len(ids) % g or any(len(set(ids[i:i + g])) != 1 for i in range(0, len(ids), g)):
+            log.warning("difficulty filter: step %d's batch is not whole groups of %d; nothing filtered", step, g)
+            return tasks
+        sel = self.difficulty.select(ids[::g], step)
+        offset = sum(len(p) for p in parts[:self.rank])
+        mine = [t for t in sel.tasks for _ in range(g)][offset:offset + len(tasks)]
+        out.update(filtered_tasks=float(sel.filtered), readmitted_tasks=float(sel.readmitted),
+                   marked_tasks=float(sel.marked))
+        log.info("step %d: difficulty filter replaced %d of %d groups (%d of %d tasks marked, %d re-admitted)",
+                 step, sel.filtered, len(sel.tasks), sel.marked, len(self.tasks), sel.readmitted)
+        return [self.tasks[t] for t in mine]
+
+    def _record(self, primary: list[tuple[str, float | None]], tried: list[tuple[str, bool]], g: int) -> None:
+        """Every rank's group outcomes of this step (the batch's groups after extra generations, in
+        batch order, then the groups dynamic sampling tried) into the filter's record, the same on
+        every rank."""
+        from rl.distributed import Ranks, gather_rows
+
+        parts = gather_rows([{"primary": primary, "tried": tried}], Ranks(self.rank, self.world_size))
+        rewards = [row for p in parts for row in p["primary"]]
+        if len(rewards) % g:
+            return
+        outcomes = [(rewards[i][0], len({r for _, r in rewards[i:i + g] if r is not None}) <= 1)
+                    for i in range(0, len(rewards), g)]
+        self.difficulty.record(outcomes + [tuple(t) for p in parts for t in p["tried"]])
+
+    def _extra(self, episodes: list[EpisodeRollout], generator: Generator, step: int, g: int,
+               stats: dict[str, Any], out: dict[str, float]) -> list[EpisodeRollout]:
+        """More generations for hard groups (flat, none solved): up to ``extra_generations`` rounds
+        of ``g`` more episodes of the same task each, then :func:`rl.hard_groups.keep` picks ``g``."""
+        import random
+
+        from rl.hard_groups import keep
+
+        groups = [episodes[i:i + g] for i in range(0, len(episodes), g)]
+        hard = [k for k, grp in enumerate(groups) if self._flat(grp) and not any(solved(e.components) for e in grp)]
+        pools = {k: list(groups[k]) for k in hard}
+        n = len(episodes)  # numbered after the batch and dynamic sampling's ranges, in a range per rank
+        first = n * self.world_size * (1 + self.dynamic_sampling) + self.rank * n * self.extra_generations
+        todo, extra = list(hard), 0
+        for _ in range(self.extra_generations):
+            if not todo:
+                break
+            fresh = self._episodes([self.tasks[groups[k][0].task_id] for k in todo for _ in range(g)],
+                                   generator, step, first, stats)
+            first, extra = first + len(fresh), extra + len(fresh)
+            for j, k in enumerate(todo):
+                pools[k] += fresh[j * g:(j + 1) * g]
+            todo = [k for k in todo if self._flat(pools[k])]
+        rescued = 0
+        for k in hard:
+            rng = random.Random(f"{self.seed}/{step}/hard/{self.rank}/{k}")
+            picked = keep([e.reward for e in pools[k]], g, rng)
+            if picked is not None:
+                groups[k] = [pools[k][i] for i in picked]
+                rescued += 1
+        out.update(hard_groups=float(len(hard)), rescued_groups=float(rescued), extra_episodes=float(extra))
+        return [e for grp in groups for e in grp]
 
     def _episodes(self, tasks: list[Task], generator: Generator, step: int, first: int,
                   stats: dict[str, Any]) -> list[EpisodeRollout]:
@@ -370,6 +468,7 @@ class MultiTurnRollout:
             first += len(fresh)
             still: list[int] = []
             for k, new in zip(flat, [fresh[i:i + g] for i in range(0, len(fresh), g)], strict=False):
+                stats["tried"].append((new[0].task_id, self._flat(new)))  # for the difficulty filter's record
                 if self._flat(new):
                     still.append(k)
                 else:

@@ -164,7 +164,8 @@ def train(cfg: TrainConfig, *, run_dir: Path | None = None, resume_from: str | N
         tool_timeout=ro.tool_timeout_s, seed=cfg.run.seed, system_prompt=ro.system_prompt,
         episodes_dir=run_dir / "episodes" if ro.save_episodes else None, hf_generation=ro.hf_generation,
         hf_continuous_batching=ro.hf_continuous_batching, dynamic_sampling=ro.dynamic_sampling,
-        vllm_streaming=ro.vllm_streaming)
+        vllm_streaming=ro.vllm_streaming, difficulty_filter=ro.difficulty_filter,
+        extra_generations=ro.extra_generations)
     with rollout:
         trainer = build_trainer(cfg, run_dir, rollout, tokenizer, model_path, callbacks, **grpo_extra)
         from rl.run import attach_callbacks
