@@ -437,6 +437,9 @@ class MultiTurnRollout:
         stats["batches"] += batcher.batches
         return episodes
 
+    def _marked(self, tid: str) -> bool:
+        return self.difficulty is not None and self.difficulty.marked(tid)
+
     @staticmethod
     def _flat(group: Sequence[EpisodeRollout]) -> bool:
         scores = {e.reward for e in group if e.reward is not None}
@@ -458,7 +461,9 @@ class MultiTurnRollout:
             if not flat:
                 break
             # each rank draws from its own part of the tasks, so no two ranks refill with the same task
-            pool = sorted(tid for tid in self.tasks if tid not in used)[self.rank::self.world_size]
+            # (and, with the difficulty filter, not from the tasks it marked: they would be flat again)
+            pool = sorted(tid for tid in self.tasks if tid not in used and not self._marked(tid))[
+                self.rank::self.world_size]
             if not pool:
                 break
             rng = random.Random(f"{self.seed}/{step}/{rnd}")
