@@ -48,6 +48,8 @@ QUICK = ["multistep={}", "tasks=24", "held_out=6", "sft.epochs=1", "eval_samples
          "train.grpo.max_completion_length=64", "train.rollout.use_vllm=false"]
 QUICK_VARIANTS = {"demo": [], "lr3e-4": ["train.grpo.learning_rate=3e-4"]}
 CURVES = ("episode/solved", "entropy", "completions/mean_length", "frac_reward_zero_std")
+# per-run totals of what the opt-in group knobs did (rl.difficulty, rl.hard_groups, dynamic sampling)
+TOTALS = ("filtered_tasks", "readmitted_tasks", "hard_groups", "rescued_groups", "extra_episodes", "refilled_groups")
 
 
 def log(msg: str) -> None:
@@ -102,6 +104,8 @@ def worker_variant(spec: dict[str, Any]) -> dict[str, Any]:
     g = _stages.grpo_config(cfg, seed_dir / "tasks", seed_dir / "sft", out / "grpo").grpo
     res["episodes"] = res["grpo_steps"] * g.per_device_train_batch_size * g.gradient_accumulation_steps
     res["curves"] = {k: quarters(hist, k) for k in CURVES}
+    res["rollout_totals"] = {k: sum(h[f"rollout/{k}"] for h in hist if _stages.finite(h.get(f"rollout/{k}")))
+                             for k in TOTALS}
     ev = _stages.evaluate(cfg, Path(res["final_dir"]), held, out / "eval", backend)
     res.update(grpo_success=ev["success"], grpo_greedy_success=ev["greedy_success"], by_tool=ev["by_tool"],
                grpo_multistep_success=ev["multistep_success"],
@@ -140,7 +144,8 @@ def summarize(variants: dict[str, list[str]], prepared: dict[int, dict[str, Any]
         row["per_seed"] = {str(s): {k: r.get(k) for k in ("grpo_success", "grpo_greedy_success", "grpo_multistep_success",
                                                           "grpo_multistep_greedy_success", "episodes",
                                                           "grpo_steps", "first_reward", "final_reward", "curves",
-                                                          "by_tool", "minutes")} for s, r in ok.items()}
+                                                          "by_tool", "rollout_totals", "minutes")}
+                           for s, r in ok.items()}
         out[name] = row
     return out
 
