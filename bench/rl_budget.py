@@ -48,8 +48,6 @@ QUICK = ["multistep={}", "tasks=24", "held_out=6", "sft.epochs=1", "eval_samples
          "train.grpo.max_completion_length=64", "train.rollout.use_vllm=false"]
 QUICK_VARIANTS = {"demo": [], "lr3e-4": ["train.grpo.learning_rate=3e-4"]}
 CURVES = ("episode/solved", "entropy", "completions/mean_length", "frac_reward_zero_std")
-# per-run totals of what the opt-in group knobs did (rl.difficulty, rl.hard_groups, dynamic sampling)
-TOTALS = ("filtered_tasks", "readmitted_tasks", "hard_groups", "rescued_groups", "extra_episodes", "refilled_groups")
 
 
 def log(msg: str) -> None:
@@ -90,6 +88,7 @@ def quarters(hist: list[dict[str, Any]], key: str) -> dict[str, float | None]:
 
 def worker_variant(spec: dict[str, Any]) -> dict[str, Any]:
     """Dr. GRPO from the seed's primed checkpoint with the variant's overrides, then held-out evaluation."""
+    from rl.metrics import rollout_totals
     from rl.run import read_metrics_jsonl
 
     seed_dir, out = Path(spec["seed_dir"]), Path(spec["dir"])
@@ -104,8 +103,7 @@ def worker_variant(spec: dict[str, Any]) -> dict[str, Any]:
     g = _stages.grpo_config(cfg, seed_dir / "tasks", seed_dir / "sft", out / "grpo").grpo
     res["episodes"] = res["grpo_steps"] * g.per_device_train_batch_size * g.gradient_accumulation_steps
     res["curves"] = {k: quarters(hist, k) for k in CURVES}
-    res["rollout_totals"] = {k: sum(h[f"rollout/{k}"] for h in hist if _stages.finite(h.get(f"rollout/{k}")))
-                             for k in TOTALS}
+    res["rollout_totals"] = rollout_totals(hist)  # what the difficulty filter / extra generations did
     ev = _stages.evaluate(cfg, Path(res["final_dir"]), held, out / "eval", backend)
     res.update(grpo_success=ev["success"], grpo_greedy_success=ev["greedy_success"], by_tool=ev["by_tool"],
                grpo_multistep_success=ev["multistep_success"],

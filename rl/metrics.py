@@ -89,6 +89,18 @@ def _rolling_mean(values: list[float], window: int) -> list[float]:
     return out
 
 
+# What the opt-in group knobs did per step (rl.rollout logs them as rollout/<key> when on): the
+# difficulty filter (rl.difficulty), the extra generations for hard groups (rl.hard_groups), dynamic sampling.
+GROUP_COUNTS = ("filtered_tasks", "readmitted_tasks", "hard_groups", "rescued_groups", "extra_episodes",
+                "refilled_groups")
+
+
+def rollout_totals(log_history: Iterable[Mapping[str, Any]], keys: Iterable[str] = GROUP_COUNTS) -> dict[str, float]:
+    """The run's total of each ``rollout/<key>`` count over its logged steps (0 where never logged)."""
+    history = list(log_history)
+    return {k: sum(v for e in history if (v := as_number(e.get(f"rollout/{k}"))) is not None) for k in keys}
+
+
 # The second panel: what says whether a step could teach anything (TRL's keys, per logged step).
 DIAGNOSTICS = {"frac_reward_zero_std": "share of groups with reward variance", "entropy": "entropy (nats/token)",
                "completions/mean_length": "episode length (tokens)"}

@@ -320,3 +320,8 @@ def test_two_training_steps_with_both_knobs_log_the_filtered_tasks(tasks, tok, t
         assert steps[s]["rollout/marked_tasks"] == 2 and not never & set(trained[s]), (s, trained[s])
         assert steps[s]["frac_reward_zero_std"] == 0
     assert sum(r["rollout/filtered_tasks"] for r in steps[2:]) >= 1
+    from rl.metrics import rollout_totals
+
+    totals = rollout_totals(rows)
+    assert totals["filtered_tasks"] == sum(r["rollout/filtered_tasks"] for r in steps) >= 1
+    assert totals["refilled_groups"] == 0 and totals["hard_groups"] >= 2
