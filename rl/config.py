@@ -276,6 +276,13 @@ class TrainerConfig(_Section):
                           "mask (rl.shared_prefix): the same log-probs and gradients, fewer tokens; where it cannot "
                           "apply (no shared prompt, an attention function without custom masks) the repeated rows "
                           "are scored, logged once")
+    shared_prefix_check_every: int = Field(
+        0, ge=0, description="with shared_prefix: every N optimizer steps, also score the step's first batch on the "
+                             "repeated rows (no gradients) and log shared_prefix/max_logp_diff; over "
+                             "shared_prefix_tolerance, the rest of the run scores repeated rows (0: never)")
+    shared_prefix_tolerance: float = Field(
+        1e-3, gt=0.0, description="the largest per-token log-prob difference (nats) the check accepts; float32 "
+                                  "agrees within ~1e-5 (tests/rl/test_shared_prefix.py); raise it for bfloat16")
 
 
 class TrainConfig(_Section):

@@ -271,6 +271,11 @@ class SharedPrefixGRPOTrainer(GRPOTrainer):
     prompt; falls back to TRL's repeated rows where that cannot apply, saying why once."""
 
     shared_prefix: bool = True
+    # every `check_every`-th optimizer step (0: never), the first log-prob forward of the step is
+    # also scored on the repeated rows, without gradients; a difference over `check_tolerance`
+    # (nats, on any scored token) turns the shared path off for the rest of the run, with a warning
+    check_every: int = 0
+    check_tolerance: float = 1e-3
 
     def _shared_prefix_blocker(self, model, compute_aux_loss: bool, extra: dict[str, Any]) -> str | None:
         unwrapped = self.accelerator.unwrap_model(model)
@@ -337,4 +342,29 @@ class SharedPrefixGRPOTrainer(GRPOTrainer):
         logps, ents = shared_prefix_logps(model, input_ids, attention_mask, logits_to_keep, groups,
                                           attn_impl=impl, compute_entropy=compute_entropy, max_rows=batch_size,
                                           autocast=self.accelerator.autocast)
+        if self._check_due():
+            with torch.no_grad():
+                want = repeated()[0]
+            if not self._agrees(logps, want, attention_mask[:, lp:]):
+                return repeated()
         return logps, ents, None
+
+    def _check_due(self) -> bool:
+        step = self.state.global_step
+        if not self.check_every or step % self.check_every or self.__dict__.get("_checked_step") == step:
+            return False
+        self._checked_step = step
+        return True
+
+    def _agrees(self, got: torch.Tensor, want: torch.Tensor, mask: torch.Tensor) -> bool:
+        """Logs ``shared_prefix/max_logp_diff`` on the scored tokens; False (and the shared path off
+        from now on) where it is over the tolerance."""
+        diff = float(((got.detach() - want).abs() * mask).max()) if mask.any() else 0.0
+        self._metrics["train" if self.model.training else "eval"]["shared_prefix/max_logp_diff"].append(diff)
+        if diff <= self.check_tolerance:
+            return True
+        log.warning("shared-prefix log-probs differ from the repeated rows' by %.3g nats at step %d (tolerance "
+                    "%.3g): scoring repeated rows for the rest of the run", diff, self.state.global_step,
+                    self.check_tolerance)
+        self.shared_prefix = False
+        return False

@@ -121,6 +121,9 @@ def build_trainer(cfg: TrainConfig, run_dir: Path, rollout: Any, tokenizer: Any,
     trainer = trainer_class(cfg.trainer.shared_prefix)(model=model_path, reward_funcs=[rollout.reward_func], args=args,
                           train_dataset=dataset, processing_class=tokenizer, rollout_func=rollout,
                           callbacks=callbacks or [])
+    if cfg.trainer.shared_prefix:
+        trainer.check_every = cfg.trainer.shared_prefix_check_every
+        trainer.check_tolerance = cfg.trainer.shared_prefix_tolerance
     if args.world_size > 1 and args.device.type == "cpu":
         from rl.distributed import allow_indexed_cpu_restore
 

@@ -11,6 +11,8 @@ in the batch. A mask that lets completions see each other must fail the same com
 
 from __future__ import annotations
 
+import functools
+
 import json
 import logging
 import os
@@ -286,3 +288,48 @@ def test_in_float64_the_difference_is_rounding_only(trainer):
     finally:
         trainer.model.float()
     assert rel(lp_s[mask], lp_r[mask]) <= 1e-12 and rel(ent_s[mask], ent_r[mask]) <= 1e-12
+
+
+def test_the_periodic_check_logs_agreement_and_falls_back_on_a_wrong_mask(trainer, monkeypatch, caplog):
+    """trainer.shared_prefix_check_every: the step's first forward is also scored on the repeated
+    rows; with a correct mask the difference is logged and small, with a leaky one the check turns
+    the shared path off and the forward returns the repeated rows' log-probs."""
+    import rl.shared_prefix as sp
+
+    batch = make_batch(trainer.model.config.vocab_size, trainer.processing_class.pad_token_id)
+    ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], 1)
+    att = torch.cat([batch["prompt_mask"], batch["completion_mask"]], 1)
+    mask = batch["completion_mask"].bool()
+    metric = trainer._metrics["train"]["shared_prefix/max_logp_diff"]
+    metric.clear()
+    trainer.check_every, trainer.check_tolerance = 1, 1e-4
+    trainer.state.global_step = 5
+    try:
+        with torch.no_grad():
+            _, (want, _, _), _ = logps_both(trainer, batch)  # the repeated rows, and the check's first call
+            assert len(metric) == 1 and metric[0] <= 1e-5
+            trainer.__dict__.pop("_checked_step", None)
+
+            def leaky(segment, key_valid):
+                allowed = segment_mask(segment, key_valid)
+                T = segment.size(1)
+                causal = torch.ones(T, T, dtype=torch.bool).tril()
+                return allowed | (causal & key_valid[:, None, :] & (segment >= 0)[:, :, None])[:, None]
+
+            monkeypatch.setattr(sp, "shared_prefix_logps", functools.partial(sp.shared_prefix_logps, mask_fn=leaky))
+            caplog.set_level(logging.WARNING, logger="tooldojo.rl.shared_prefix")
+            got, _, _ = trainer._get_per_token_logps_and_entropies(trainer.model, ids, att, M)
+        assert len(metric) == 2 and metric[1] > 1e-2
+        assert trainer.shared_prefix is False
+        assert rel(got[mask], want[mask]) == 0.0   # the repeated rows' values, not the leaky ones
+        assert any("for the rest of the run" in r.message for r in caplog.records)
+        # once per step: a second forward of step 5 is not checked again
+        trainer.shared_prefix = True
+        monkeypatch.undo()
+        with torch.no_grad():
+            trainer._get_per_token_logps_and_entropies(trainer.model, ids, att, M)
+        assert len(metric) == 2
+    finally:
+        trainer.shared_prefix, trainer.check_every = True, 0
+        trainer.state.global_step = 0
+        trainer.__dict__.pop("_checked_step", None)
