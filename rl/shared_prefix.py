@@ -56,8 +56,9 @@ from trl.trainer.utils import shuffle_sequence_dict as trl_shuffle
 
 log = logging.getLogger("tooldojo.rl.shared_prefix")
 
-__all__ = ["SUPPORTED_ATTENTION", "Packing", "SharedPrefixGRPOTrainer", "find_groups", "pack_groups",
-           "segment_mask", "shared_prefix_logps", "shuffle_whole_groups", "trainer_class"]
+__all__ = ["SUPPORTED_ATTENTION", "Packing", "SharedPrefixGRPOTrainer", "find_groups", "forward_costs",
+           "pack_groups", "segment_mask", "shared_prefix_logps", "shuffle_whole_groups", "split_groups",
+           "trainer_class"]
 
 SUPPORTED_ATTENTION = ("sdpa", "eager", "flex_attention")
 IGNORE = -100
@@ -189,6 +190,39 @@ def _chunks(groups: list[list[int]], max_rows: int) -> list[list[list[int]]]:
     return out
 
 
+def split_groups(groups: list[list[int]], prompt_tokens: list[int], extent: list[int], per_token: float,
+                 per_pair: float) -> list[list[int]]:
+    """Each group cut into packed rows of ``k`` completions, ``k`` chosen per group to minimise the
+    forward's estimated cost, ``per_token * T + per_pair * T**2`` per packed row of ``T`` tokens.
+
+    A packed row's attention is dense under the mask (every query against every key, masked or
+    not), so G completions of R tokens behind a prompt of P cost ``(P + G*R)**2`` pairs, against
+    ``G*(P + R)**2`` for TRL's rows: sharing pays while the prompt dominates and loses once the
+    completions do (multi-turn episodes with long tool outputs). Each packed row is still a valid
+    group (rows with the same prompt), so the values are the same for every ``k``."""
+    out: list[list[int]] = []
+    for g, p in zip(groups, prompt_tokens, strict=True):
+        best, best_cost = len(g), None
+        for k in range(len(g), 0, -1):
+            rows = [g[i:i + k] for i in range(0, len(g), k)]
+            lengths = [p + sum(extent[b] + 1 for b in r) for r in rows]
+            cost = sum(per_token * t + per_pair * t * t for t in lengths)
+            if best_cost is None or cost < best_cost:
+                best, best_cost = k, cost
+        out += [g[i:i + best] for i in range(0, len(g), best)]
+    return out
+
+
+def forward_costs(config: Any) -> tuple[float, float]:
+    """FLOPs per token (the weights: ~2 per parameter) and per attended query-key pair (QK and AV
+    over every layer: ~4 per hidden unit) of a decoder's forward, from its config."""
+    h = int(config.hidden_size)
+    layers = int(config.num_hidden_layers)
+    inter = int(getattr(config, "intermediate_size", 4 * h) or 4 * h)
+    params = layers * (4 * h * h + 3 * h * inter) + int(config.vocab_size) * h
+    return 2.0 * params, 4.0 * layers * h
+
+
 def _take(x: torch.Tensor, src: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:
     """``x``'s values at the flat indices ``src`` where ``kept``, else 0 (differentiable)."""
     return torch.where(kept, x.reshape(-1)[src], torch.zeros((), dtype=x.dtype, device=x.device))
@@ -276,6 +310,8 @@ class SharedPrefixGRPOTrainer(GRPOTrainer):
     # (nats, on any scored token) turns the shared path off for the rest of the run, with a warning
     check_every: int = 0
     check_tolerance: float = 1e-3
+    # cut a group into packed rows of fewer completions where that costs less (split_groups)
+    split_groups: bool = True
 
     def _shared_prefix_blocker(self, model, compute_aux_loss: bool, extra: dict[str, Any]) -> str | None:
         unwrapped = self.accelerator.unwrap_model(model)
@@ -337,7 +373,17 @@ class SharedPrefixGRPOTrainer(GRPOTrainer):
         if why is not None:
             self._fallback(why)
             return repeated()
-        impl = self.accelerator.unwrap_model(model).config._attn_implementation
+        config = self.accelerator.unwrap_model(model).config
+        impl = config._attn_implementation
+        if self.split_groups:
+            cm = attention_mask[:, lp:].bool()
+            cols = torch.arange(logits_to_keep, device=cm.device)
+            extent = torch.where(cm, cols + 1, torch.zeros_like(cols)).amax(dim=1).tolist()
+            prompts = attention_mask[[g[0] for g in groups], :lp].sum(dim=1).tolist()
+            groups = split_groups(groups, prompts, extent, *forward_costs(config))
+            if all(len(g) == 1 for g in groups):
+                self._fallback("the completions are long enough that repeated rows cost less than a shared prompt")
+                return repeated()
         self._record_tokens(input_ids, attention_mask, logits_to_keep, groups)
         logps, ents = shared_prefix_logps(model, input_ids, attention_mask, logits_to_keep, groups,
                                           attn_impl=impl, compute_entropy=compute_entropy, max_rows=batch_size,

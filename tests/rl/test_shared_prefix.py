@@ -333,3 +333,45 @@ def test_the_periodic_check_logs_agreement_and_falls_back_on_a_wrong_mask(traine
         trainer.shared_prefix, trainer.check_every = True, 0
         trainer.state.global_step = 0
         trainer.__dict__.pop("_checked_step", None)
+
+
+def test_split_groups_follows_the_cost_of_dense_attention():
+    from rl.shared_prefix import split_groups
+
+    g = [[0, 1, 2, 3, 4, 5, 6, 7]]
+    # a long prompt and short completions: one packed row (the whole group) costs least
+    assert split_groups(g, [500], [50] * 8, per_token=1000.0, per_pair=1.0) == g
+    # long completions (tool outputs) behind a short prompt: the dense mask's (P + G*R)^2 pairs lose
+    assert split_groups(g, [100], [900] * 8, per_token=1000.0, per_pair=1.0) == [[b] for b in g[0]]
+    # in between: rows of a few completions, every row keeps its group's order
+    mid = split_groups(g, [1000], [400] * 8, per_token=1000.0, per_pair=1.0)
+    assert 1 < len(mid) < 8 and [b for r in mid for b in r] == g[0]
+    # with no attention cost nothing is cut
+    assert split_groups(g + [[8, 9]], [10, 10], [900] * 10, per_token=1.0, per_pair=0.0) == g + [[8, 9]]
+
+
+def test_split_packed_rows_give_the_same_log_probs(trainer, monkeypatch, caplog):
+    """Groups cut into packed rows of fewer completions (what split_groups picks for long
+    completions) score the same values as the repeated rows; all-singleton cuts fall back, saying why."""
+    import rl.shared_prefix as sp
+
+    batch = make_batch(trainer.model.config.vocab_size, trainer.processing_class.pad_token_id, seed=2)
+    calls = []
+    real = sp.split_groups
+
+    def cut_in_two(groups, prompts, extent, per_token, per_pair):
+        calls.append(len(groups))
+        return [g[i:i + 2] for g in groups for i in range(0, len(g), 2)]
+
+    monkeypatch.setattr(sp, "split_groups", cut_in_two)
+    with torch.no_grad():
+        (lp_s, ent_s, _), (lp_r, ent_r, _), mask = logps_both(trainer, batch)
+    assert calls and rel(lp_s[mask], lp_r[mask]) <= TOL and rel(ent_s[mask], ent_r[mask]) <= TOL
+    monkeypatch.setattr(sp, "split_groups", lambda groups, *a, **k: [[b] for g in groups for b in g])
+    caplog.set_level(logging.INFO, logger="tooldojo.rl.shared_prefix")
+    trainer.__dict__.pop("_shared_prefix_said", None)
+    with torch.no_grad():
+        (lp_1, _, _), _, _ = logps_both(trainer, batch)
+    assert rel(lp_1[mask], lp_r[mask]) == 0.0
+    assert any("repeated rows cost less" in r.message for r in caplog.records)
+    monkeypatch.setattr(sp, "split_groups", real)
