@@ -291,7 +291,11 @@ def test_ctrl_c_during_sandbox_exec_is_one_line(backend):
                 continue
         return False
 
-    p = _dojo("sandbox", "exec", "-b", backend, f"sleep {marker}", start_new_session=True)
+    # A user's shell starts dojo with SIGINT at its default. An ignored SIGINT is inherited across
+    # exec, and Python then never raises KeyboardInterrupt: give the child the user's disposition
+    # whatever an earlier in-process test or a background launch left this process with.
+    p = _dojo("sandbox", "exec", "-b", backend, f"sleep {marker}", start_new_session=True,
+              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 60
         while not running():
