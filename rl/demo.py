@@ -70,8 +70,9 @@ DEFAULT_TRAIN: dict[str, Any] = {
                               {"name": "communication", "kind": "communication", "weight": 0.5}],
                "gate": ["world_state"]},
     "run": {"seed": 0, "logging": [], "save_steps": 1000},
-    # each group's prompt scored once (rl.shared_prefix): the same log-probs to ~1e-6 nats, ~2.7x faster
-    # forward+backward at the demo's shapes; checked against the repeated rows at the first step
+    # each group's prompt scored once (rl.shared_prefix, groups split where long completions make that
+    # cheaper): the same log-probs to ~1e-6 nats, 1.7x faster forward+backward at the multi-step demo's
+    # shapes (bench/results/rl_speed_prefix_split_multistep_cpu.json); checked at the first step
     "trainer": {"shared_prefix": True, "shared_prefix_check_every": 1000},
 }
 

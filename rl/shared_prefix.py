@@ -92,6 +92,13 @@ def find_groups(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> list[lis
     return list(groups.values())
 
 
+def completion_extents(attention_mask: torch.Tensor, logits_to_keep: int) -> torch.Tensor:
+    """``[B]``: each row's completion tokens kept, up to its last unmasked one (trailing padding dropped)."""
+    cmask = attention_mask[:, attention_mask.size(1) - logits_to_keep:].bool()
+    cols = torch.arange(logits_to_keep, device=cmask.device)
+    return torch.where(cmask, cols + 1, torch.zeros_like(cols)).amax(dim=1)
+
+
 def pack_groups(input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int,
                 groups: list[list[int]], pad_id: int = 0) -> Packing:
     """Pack each group's rows (TRL's ``[prompt | completion]`` layout, ``logits_to_keep`` completion
@@ -101,8 +108,7 @@ def pack_groups(input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to
     am = attention_mask.bool()
     cmask = am[:, lp:]
     cols = torch.arange(logits_to_keep, device=dev)
-    # kept completion tokens: up to the last unmasked one (trailing padding is dropped)
-    extent = torch.where(cmask, cols + 1, torch.zeros_like(cols)).amax(dim=1)
+    extent = completion_extents(attention_mask, logits_to_keep)
     B = input_ids.size(0)
     row, start = torch.zeros(B, dtype=torch.long), torch.zeros(B, dtype=torch.long)
     seqs = []
@@ -334,9 +340,7 @@ class SharedPrefixGRPOTrainer(GRPOTrainer):
     def _record_tokens(self, input_ids, attention_mask, logits_to_keep: int, groups: list[list[int]]) -> None:
         """Logs ``shared_prefix/forward_token_fraction``: the packed forward's tokens over TRL's rows'."""
         lp = input_ids.size(1) - logits_to_keep
-        cm = attention_mask[:, lp:].bool()
-        cols = torch.arange(logits_to_keep, device=cm.device)
-        kept = int(torch.where(cm, cols + 1, torch.zeros_like(cols)).amax(dim=1).sum())
+        kept = int(completion_extents(attention_mask, logits_to_keep).sum())
         prompts = int(attention_mask[[g[0] for g in groups], :lp].sum())
         packed = prompts - len(groups) + kept + input_ids.size(0)
         fraction = packed / input_ids.numel()
@@ -376,9 +380,7 @@ class SharedPrefixGRPOTrainer(GRPOTrainer):
         config = self.accelerator.unwrap_model(model).config
         impl = config._attn_implementation
         if self.split_groups:
-            cm = attention_mask[:, lp:].bool()
-            cols = torch.arange(logits_to_keep, device=cm.device)
-            extent = torch.where(cm, cols + 1, torch.zeros_like(cols)).amax(dim=1).tolist()
+            extent = completion_extents(attention_mask, logits_to_keep).tolist()
             prompts = attention_mask[[g[0] for g in groups], :lp].sum(dim=1).tolist()
             groups = split_groups(groups, prompts, extent, *forward_costs(config))
             if all(len(g) == 1 for g in groups):
