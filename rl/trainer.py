@@ -171,6 +171,9 @@ def train(cfg: TrainConfig, *, run_dir: Path | None = None, resume_from: str | N
         extra_generations=ro.extra_generations)
     with rollout:
         trainer = build_trainer(cfg, run_dir, rollout, tokenizer, model_path, callbacks, **grpo_extra)
+        for cb in callbacks or []:  # callbacks that generate use the trainer's vLLM engine (rl.evaluate)
+            if hasattr(cb, "bind"):
+                cb.bind(trainer)
         from rl.run import attach_callbacks
 
         attached = attach_callbacks(trainer, run_dir, progress=progress)

@@ -122,6 +122,7 @@ def test_a_short_demo_runs_every_stage_and_reports(tmp_path):
     for name in ("base", "sft", "grpo"):
         summary = json.loads((out / "eval" / name / "summary.json").read_text())
         assert summary["tasks"] == held and summary["success"] == last[f"{name}_success"]
+        assert summary["engine"] == "vllm"  # played on the GRPO run's engine at the end of training
         lines = (out / "eval" / name / "trajectories.jsonl").read_text().splitlines()
         assert len(lines) == 2 * held  # one sampled and one greedy episode per task
     # issue 23: the multi-step families, per family and pooled, beside the single-action ones

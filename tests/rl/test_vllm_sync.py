@@ -300,3 +300,46 @@ def test_streaming_generator_matches_the_batched_one(llm):
     with stream.session() as s, pytest.raises(RolloutError, match="max_tokens"):
         s.submit(GenRequest([300] * 10, 0))
     assert not llm.llm_engine.has_unfinished_requests()
+
+
+def test_held_out_eval_plays_each_policy_on_the_engine(llm, hf, seq, tiny_dir, tmp_path):
+    """rl.evaluate.HeldOutEval (the demo's final evaluation): the trained model, then each checkpoint,
+    is loaded into the run's engine and played on the held-out tasks; the engine ends holding the
+    last checkpoint's weights, not the trained model's (so the loading is what the test sees)."""
+    import copy
+    from types import SimpleNamespace
+
+    from rl.evaluate import EvalSettings, HeldOutEval
+    from synth.tasks import synthesize_tasks
+    from tests.conftest import any_backend
+
+    backend = any_backend()
+    tasks = synthesize_tasks(3, seed=3, domains=["retail_orders"], backend=backend, sandboxes=2).tasks
+    ids, n_prompt = seq
+    trained, other = copy.deepcopy(hf), copy.deepcopy(hf)
+    train_steps(trained, ids, n_prompt, steps=3)
+    train_steps(other, ids, n_prompt, steps=1, lr=0.1)
+    assert diff(hf_logps(trained, ids), hf_logps(other, ids))[0] > CHANGED  # two different policies
+    other.save_pretrained(tmp_path / "other")
+    trainer = SimpleNamespace(use_vllm=True, vllm_generation=SimpleNamespace(mode="colocate", llm=llm))
+    settings = EvalSettings(samples=1, max_completion_length=24, backend=backend, sandboxes=2)
+    ev = HeldOutEval(tasks, settings, trained="grpo", checkpoints={"other": tmp_path / "other"},
+                     tokenizer_path=tiny_dir, out_dir=tmp_path / "eval")
+    ev.bind(trainer)
+    try:
+        ev.on_train_end(SimpleNamespace(output_dir=str(tmp_path / "run")), None, None, model=trained)
+        assert list(ev.results) == ["grpo", "other"]
+        assert ev.results["grpo"].model == str(tmp_path / "run" / "final")
+        for name, r in ev.results.items():
+            assert r.engine == "vllm" and r.tasks == 3 and sum(o.samples for o in r.per_task) == 3
+            assert all(o.greedy_solved is not None for o in r.per_task)
+            assert len((tmp_path / "eval" / name / "trajectories.jsonl").read_text().splitlines()) == 6
+        assert_match(llm, other, ids, "after HeldOutEval")
+        assert diff(vllm_logps(llm, ids), hf_logps(trained, ids))[0] > CHANGED
+        # a run without an engine: nothing measured, the caller evaluates with transformers
+        bare = HeldOutEval(tasks, settings, trained="grpo", checkpoints={}, tokenizer_path=tiny_dir)
+        bare.bind(SimpleNamespace(use_vllm=False))
+        bare.on_train_end(SimpleNamespace(output_dir=str(tmp_path / "run")), None, None, model=trained)
+        assert bare.results == {}
+    finally:
+        sync_weights(llm, hf)  # the module's engine holds the module's model again
