@@ -38,6 +38,7 @@ class CurvePoint(BaseModel):
     multistep_success: float | None = Field(None, description="the same over the multi-step families' tasks")
     families: dict[str, float] = Field(default_factory=dict, description="sampled success per task family")
     seconds: float
+    engine: str = Field("transformers", description="what generated: the run's vllm engine, or transformers")
 
 
 SINGLE = "single-action"
@@ -113,18 +114,18 @@ class HeldOutCurve(TrainerCallback):
     def bind(self, trainer: Any) -> None:
         self.trainer = trainer
 
-    def _generators(self, model: Any) -> Any:
+    def _generators(self, model: Any) -> tuple[Any, str]:
         """The run's colocated vLLM engine, holding ``model``'s weights from now until TRL's next sync
         (it syncs before every step's generation); transformers' ``generate`` on ``model`` without one."""
         from rl.evaluate import colocated_engine, engine_generators, hf_generators
 
         llm = colocated_engine(self.trainer)
         if llm is None:
-            return hf_generators(model, self._tok)
+            return hf_generators(model, self._tok), "transformers"
         from rl.vllm_sync import sync_weights
 
         sync_weights(llm, model)
-        return engine_generators(llm)
+        return engine_generators(llm), "vllm"
 
     def measure(self, model: Any, step: int) -> CurvePoint:
         from rl.evaluate import outcomes, pooled_success, run_episodes
@@ -132,7 +133,8 @@ class HeldOutCurve(TrainerCallback):
         start = time.perf_counter()
         model = getattr(model, "module", model)  # a DDP wrapper's model
         # seeds per point differ (step), so the points are independent draws on the same tasks
-        sampled, _ = run_episodes(self._rollout, self.tasks, self._generators(model), samples=self.samples,
+        generators, engine = self._generators(model)
+        sampled, _ = run_episodes(self._rollout, self.tasks, generators, samples=self.samples,
                                   temperature=self.temperature, greedy=False, step=1000 + step * self.samples)
         per_task = outcomes(self.tasks, sampled, [])
         groups: dict[str, set[str]] = {}
@@ -142,7 +144,7 @@ class HeldOutCurve(TrainerCallback):
         point = CurvePoint(step=step, success=pooled_success(per_task, {t.id for t in self.tasks}) or 0.0,
                            multistep_success=pooled_success(per_task, multi),
                            families={f: round(pooled_success(per_task, ids) or 0.0, 4) for f, ids in sorted(groups.items())},
-                           seconds=round(time.perf_counter() - start, 2))
+                           seconds=round(time.perf_counter() - start, 2), engine=engine)
         self.points.append(point)
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -95,9 +95,10 @@ class DemoConfig(BaseModel):
     quote_values: bool = Field(False, description="the user writes string values in quotes (device id: \"LT-3\"), "
                                                   "so they tokenize as inside the JSON arguments")
     condition: str = Field("all", description="the priming condition (synth.behaviours.CONDITIONS)")
-    # max_length 2048 (the base's context): a look-up trace with the whole device list runs to ~2,000 tokens
+    # max_length 2048 (the base's context): a look-up trace with the whole device list runs to ~2,000 tokens;
+    # batches of similar lengths: random batches of the demo's traces pad 703k tokens to 1.22M
     sft: SFTSettings = Field(default_factory=lambda: SFTSettings(epochs=3, learning_rate=3e-3, batch_size=8,
-                                                                 max_length=2048))
+                                                                 max_length=2048, group_by_length=True))
     eval_samples: int = Field(4, gt=0, description="sampled episodes per held-out task and policy")
     multistep: dict[str, int] = Field(
         default_factory=lambda: {"lookup_act": 150, "read_report": 150, "ask_user": 150},
@@ -424,18 +425,34 @@ def demo_target(base: Any, sft: Any, grpo: Any, multistep: dict[str, float | Non
             "than primed; primed > base", met)
 
 
+def eval_settings(cfg: DemoConfig, tcfg: Any, backend: str) -> Any:
+    """How the demo plays held-out episodes (rl.evaluate.EvalSettings): the training rollout's
+    settings, as many episodes at once as a training step runs (one sandbox each: the generation
+    batch)."""
+    from rl.evaluate import EvalSettings
+    from synth.episode import EpisodeLimits
+
+    ro, g = tcfg.rollout, tcfg.grpo
+    return EvalSettings(reward=tcfg.reward, samples=cfg.eval_samples, temperature=g.temperature,
+                        max_completion_length=g.max_completion_length,
+                        limits=EpisodeLimits(max_turns=ro.max_turns, max_tool_calls=ro.max_tool_calls,
+                                             max_tokens=10**9),
+                        system_prompt=ro.system_prompt, backend=backend, seed=cfg.seed + 1,
+                        sandboxes=ro.sandboxes or g.per_device_train_batch_size * (g.steps_per_generation
+                                                                                   or g.gradient_accumulation_steps))
+
+
 def run_demo(cfg: DemoConfig, *, console: Any = None,
              on_stage: Callable[[str], None] | None = None) -> DemoResult:
     """Run every stage into ``cfg.out_dir`` and return the result (also written as result.json)."""
     from rich.console import Console
 
     from rl.behaviours import behaviour_report
-    from rl.evaluate import EvalSettings, HeldOutEval, evaluate_policy
+    from rl.evaluate import HeldOutEval, evaluate_policy
     from rl.run import RichProgressCallback
     from rl.sft import prime
     from rl.trainer import train
     from synth.behaviours import generate_traces
-    from synth.episode import EpisodeLimits
     from synth.sft_data import write_trajectories
 
     console = console or Console()
@@ -489,21 +506,18 @@ def run_demo(cfg: DemoConfig, *, console: Any = None,
     done("SFT priming")
 
     stage("Dr. GRPO")
-    ro = tcfg.rollout
-    limits = EpisodeLimits(max_turns=ro.max_turns, max_tool_calls=ro.max_tool_calls, max_tokens=10**9)
+    settings = eval_settings(cfg, tcfg, backend)
     curve = None
     if cfg.curve_every:
         from rl.curve import HeldOutCurve, curve_slice
 
+        st = settings
         curve = HeldOutCurve(curve_slice(held, cfg.curve_tasks), every=cfg.curve_every, samples=cfg.curve_samples,
-                             tokenizer_path=sft.model_dir, reward=tcfg.reward, temperature=tcfg.grpo.temperature,
-                             max_completion_length=tcfg.grpo.max_completion_length, limits=limits,
-                             system_prompt=ro.system_prompt, backend=backend, seed=cfg.seed + 2,
-                             path=out / "curve.json")
+                             tokenizer_path=sft.model_dir, reward=st.reward, temperature=st.temperature,
+                             max_completion_length=st.max_completion_length, limits=st.limits,
+                             system_prompt=st.system_prompt, backend=backend, sandboxes=st.sandboxes,
+                             seed=cfg.seed + 2, path=out / "curve.json")
     # the held-out evaluation runs at the end of training on the run's vLLM engine (rl.evaluate.HeldOutEval)
-    settings = EvalSettings(reward=tcfg.reward, samples=cfg.eval_samples, temperature=tcfg.grpo.temperature,
-                            max_completion_length=tcfg.grpo.max_completion_length, limits=limits,
-                            system_prompt=ro.system_prompt, backend=backend, seed=cfg.seed + 1)
     policies = {"base": base, "sft": Path(sft.model_dir), "grpo": out / "grpo" / "final"}
 
     def evaluation_begins() -> None:

@@ -145,8 +145,9 @@ def evaluate_policy(
     settings = EvalSettings(reward=reward, samples=samples, temperature=temperature, greedy=greedy,
                             max_completion_length=max_completion_length, limits=limits, system_prompt=system_prompt,
                             backend=backend, sandboxes=sandboxes, seed=seed)
-    return settings.run(str(model_path), tasks, tok, hf_generators(model, tok), start=start,
-                        out_dir=Path(out_dir) if out_dir is not None else None)
+    with settings.rollout(tasks, tok) as rollout:
+        return settings.run(str(model_path), tasks, rollout, hf_generators(model, tok), start=start,
+                            out_dir=Path(out_dir) if out_dir is not None else None)
 
 
 class EvalSettings(BaseModel):
@@ -164,20 +165,27 @@ class EvalSettings(BaseModel):
     sandboxes: int = 8
     seed: int = 0
 
-    def run(self, name: str, tasks: list[Task], tokenizer: Any, generator: Callable[[float], Any], *,
-            start: float, out_dir: Path | None, engine: str = "transformers") -> PolicyEval:
-        """The episodes of one policy (``generator``) over ``tasks`` in a fresh rollout, summarised."""
+    def rollout(self, tasks: list[Task], tokenizer: Any) -> Any:
+        """The training rollout over ``tasks`` with these settings (enter it before :meth:`run`). Its
+        ``sandboxes`` bound how many episodes run at once, hence the generation batch."""
         from rl.rollout import MultiTurnRollout
         from sandboxes import SandboxConfig
 
-        rollout = MultiTurnRollout(tasks, tokenizer=tokenizer, reward=self.reward,
-                                   limits=self.limits or EpisodeLimits(max_tokens=10**9),
-                                   max_completion_length=self.max_completion_length,
-                                   sandbox_config=SandboxConfig(backend=self.backend), pool_size=self.sandboxes,
-                                   seed=self.seed, system_prompt=self.system_prompt)
-        with rollout:
-            sampled, greedy_eps = run_episodes(rollout, tasks, generator, samples=self.samples,
-                                               temperature=self.temperature, greedy=self.greedy)
+        return MultiTurnRollout(tasks, tokenizer=tokenizer, reward=self.reward,
+                                limits=self.limits or EpisodeLimits(max_tokens=10**9),
+                                max_completion_length=self.max_completion_length,
+                                sandbox_config=SandboxConfig(backend=self.backend), pool_size=self.sandboxes,
+                                seed=self.seed, system_prompt=self.system_prompt)
+
+    def run(self, name: str, tasks: list[Task], rollout: Any, generator: Callable[[float], Any], *,
+            start: float, out_dir: Path | None, engine: str = "transformers") -> PolicyEval:
+        """The episodes of one policy (``generator``) over ``tasks`` in an entered ``rollout``
+        (:meth:`rollout`; episode seeds depend only on the settings, so policies sharing one see the
+        same seeds), summarised."""
+        from rl.rollout import MultiTurnRollout
+
+        sampled, greedy_eps = run_episodes(rollout, tasks, generator, samples=self.samples,
+                                           temperature=self.temperature, greedy=self.greedy)
         per_task = outcomes(tasks, sampled, greedy_eps)
         rewards = [e.reward for e in sampled if e.reward is not None]
         result = PolicyEval(
@@ -240,19 +248,21 @@ class HeldOutEval(TrainerCallback):
             tok.pad_token = tok.eos_token
         policies: list[tuple[str, Any]] = [(self.trained, getattr(model, "module", model))]
         policies += [(name, path) for name, path in self.checkpoints.items()]
-        for name, policy in policies:
-            start = time.perf_counter()
-            label = str(policy) if isinstance(policy, Path) else str(Path(args.output_dir) / "final")
-            try:
-                if isinstance(policy, Path):
-                    policy = AutoModelForCausalLM.from_pretrained(str(policy), dtype=torch.float32)
-                sync_weights(llm, policy)
-            except (VLLMSyncError, OSError, ValueError) as e:
-                log.warning("held-out evaluation of %s on the run's engine failed (%s): evaluate it apart", name, e)
-                continue
-            out = self.out_dir / name if self.out_dir is not None else None
-            self.results[name] = self.settings.run(label, self.tasks, tok, engine_generators(llm), start=start,
-                                                   out_dir=out, engine="vllm")
+        with self.settings.rollout(self.tasks, tok) as rollout:  # one sandbox pool for every policy
+            for name, policy in policies:
+                start = time.perf_counter()
+                label = str(policy) if isinstance(policy, Path) else str(Path(args.output_dir) / "final")
+                try:
+                    if isinstance(policy, Path):
+                        policy = AutoModelForCausalLM.from_pretrained(str(policy), dtype=torch.float32)
+                    sync_weights(llm, policy)
+                except (VLLMSyncError, OSError, ValueError) as e:
+                    log.warning("held-out evaluation of %s on the run's engine failed (%s): evaluate it apart",
+                                name, e)
+                    continue
+                out = self.out_dir / name if self.out_dir is not None else None
+                self.results[name] = self.settings.run(label, self.tasks, rollout, engine_generators(llm),
+                                                       start=start, out_dir=out, engine="vllm")
 
 
 def by_family(tasks: list[Task], per_task: list[TaskOutcome]) -> dict[str, dict[str, Any]]:

@@ -44,6 +44,8 @@ class SFTSettings(BaseModel):
     seed: int = 0
     bf16: bool | None = Field(None, description="None: bf16 on a GPU, float32 on a CPU")
     logging_steps: int = Field(10, gt=0)
+    group_by_length: bool = Field(False, description="batch conversations of similar length together "
+                                  "(transformers' LengthGroupedSampler: less padding, same epochs)")
 
 
 class SFTResult(BaseModel):
@@ -67,12 +69,30 @@ def prime(model_path: str | os.PathLike[str], dataset: Any, out_dir: str | os.Pa
           settings: SFTSettings | None = None, *, callbacks: list[Any] | None = None) -> SFTResult:
     """Fine-tune ``model_path`` on ``dataset`` (a ``datasets.Dataset`` or a folder saved by
     ``write_trajectories``) and save the primed model (with its tokenizer) in ``out_dir``."""
+    s = settings or SFTSettings()
+    out = Path(out_dir)
+    start = time.perf_counter()
+    trainer, tok = sft_trainer(model_path, dataset, out, s, callbacks=callbacks)
+    trainer.train()
+    seconds = time.perf_counter() - start
+    trainer.save_model(str(out))
+    # The saved tokenizer keeps the plain (inference) template: generation must not see the
+    # training template's generation tags.
+    tok.save_pretrained(str(out))
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    accs = [h["mean_token_accuracy"] for h in trainer.state.log_history if "mean_token_accuracy" in h]
+    return SFTResult(model_dir=str(out), rows=len(trainer.train_dataset), steps=trainer.state.global_step,
+                     epochs=s.epochs, seconds=seconds, first_loss=losses[0] if losses else None,
+                     final_loss=losses[-1] if losses else None, mean_token_accuracy=accs[-1] if accs else None)
+
+
+def sft_trainer(model_path: str | os.PathLike[str], dataset: Any, out: Path, s: SFTSettings, *,
+                callbacks: list[Any] | None = None) -> tuple[Any, Any]:
+    """TRL's ``SFTTrainer`` for :func:`prime`, and the tokenizer it uses."""
     import datasets
     from transformers import AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
-    s = settings or SFTSettings()
-    out = Path(out_dir)
     if not isinstance(dataset, datasets.Dataset):
         path = Path(dataset)
         if (path / "sft").is_dir():
@@ -93,23 +113,13 @@ def prime(model_path: str | os.PathLike[str], dataset: Any, out_dir: str | os.Pa
         weight_decay=s.weight_decay, lr_scheduler_type="cosine", seed=s.seed, data_seed=s.seed,
         assistant_only_loss=True, bf16=bf16, gradient_checkpointing=False,
         logging_steps=min(s.logging_steps, steps_per_epoch), save_strategy="no", report_to=[],
-        disable_tqdm=True, dataloader_num_workers=0, model_init_kwargs={"dtype": "bfloat16" if bf16 else "float32"},
+        disable_tqdm=True, dataloader_num_workers=0,
+        train_sampling_strategy="group_by_length" if s.group_by_length else "random", model_init_kwargs={"dtype": "bfloat16" if bf16 else "float32"},
     )
-    start = time.perf_counter()
     trainer = SFTTrainer(model=str(model_path), args=args, train_dataset=dataset, processing_class=tok,
                          callbacks=callbacks or [])
     # Without tqdm, transformers prints every log dict to stdout, where `dojo demo` keeps one JSON line.
     from transformers.trainer_callback import PrinterCallback
 
     trainer.remove_callback(PrinterCallback)
-    trainer.train()
-    seconds = time.perf_counter() - start
-    trainer.save_model(str(out))
-    # The saved tokenizer keeps the plain (inference) template: generation must not see the
-    # training template's generation tags.
-    tok.save_pretrained(str(out))
-    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
-    accs = [h["mean_token_accuracy"] for h in trainer.state.log_history if "mean_token_accuracy" in h]
-    return SFTResult(model_dir=str(out), rows=len(dataset), steps=trainer.state.global_step, epochs=s.epochs,
-                     seconds=seconds, first_loss=losses[0] if losses else None,
-                     final_loss=losses[-1] if losses else None, mean_token_accuracy=accs[-1] if accs else None)
+    return trainer, tok

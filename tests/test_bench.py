@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -115,3 +116,22 @@ def test_bench_continuous_batching_quick_prints_one_json_line_last():
     assert result["vs_padded"]["cb_no_graphs"] == pytest.approx(
         result["median_s"]["cb_no_graphs"] / result["median_s"]["padded"], abs=2e-3)
     assert all(v > 0 for v in result["tokens_per_s"].values())
+
+
+@pytest.mark.slow
+def test_bench_heldout_eval_quick_prints_one_json_line_last():
+    """bench/heldout_eval.py --quick: transformers generate vs a vLLM engine loaded with the policy, the
+    same held-out episodes (tiny model, 4 tasks); every figure, and both played every episode."""
+    pytest.importorskip("transformers")
+    if importlib.util.find_spec("vllm") is None:
+        pytest.skip("vllm is not installed")
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "heldout_eval.py"), "--quick"],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    assert result["errors"] == {} and result["quick"] is True and result["episodes"] == 8
+    assert set(result["variants"]) == {"transformers_2", "vllm_2"} and result["engine_start_s"] > 0
+    assert {v["engine"] for v in result["variants"].values()} == {"transformers", "vllm"}
+    assert result["speedup"] == pytest.approx(
+        result["variants"]["transformers_2"]["seconds"] / result["variants"]["vllm_2"]["seconds"], abs=0.01)
+    assert all(0.0 <= v["success"] <= 1.0 and v["mean_sampled_tokens"] > 0 for v in result["variants"].values())

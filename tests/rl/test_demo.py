@@ -137,6 +137,7 @@ def test_a_short_demo_runs_every_stage_and_reports(tmp_path):
     assert last["target"].startswith("multi-step") and isinstance(last["target_met"], bool)
     # the learning curve: step 0 (the primed policy), then every step, on the same slice, per family
     assert [p["step"] for p in last["curve"]] == [0, 1, 2]
+    assert all(p["engine"] == "vllm" for p in last["curve"])  # the run's engine, loaded with the policy
     assert all(set(MULTISTEP) <= set(p["families"]) and p["multistep_success"] is not None for p in last["curve"])
     assert json.loads((out / "curve.json").read_text()) == last["curve"]
     assert Path(last["learning_curve"]) == out / "learning_curve.png" and "Learning curve" in page
