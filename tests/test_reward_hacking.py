@@ -4,8 +4,11 @@ Beside tests/test_conformance.py and run on the same backends. Each attack (test
 runs through the public API only (`exec`, with `write_file` to plant files) after an honest
 `kv_set`; the test then asks the tool server, which must answer (no hang: a short request timeout)
 with the honest state. An attack that can only kill the sandbox must do so with a typed SandboxDead,
-never a hang and never a forged answer. Each attack but `exhaust` and `preload` worked on the code
-before this suite (docs: the closing note of issue 21).
+never a hang and never a forged answer. Run against e50597d (main when issue 21 was filed), 18 of the
+26 tests failed: forged state (/proc/PID/mem, ptrace; process_vm_writev on local), a frozen or killed
+server (ptrace stop, signals), a reniced or SCHED_IDLE server, a FIFO hanging read_file, PYTHONPATH
+reaching tool calls on local. Docker's SIGSTOP/SIGKILL (the server was PID 1) and process_vm_writev
+(docker's default seccomp) held there already (the closing note of issue 21).
 """
 
 from __future__ import annotations
