@@ -6,8 +6,12 @@ missing backend into a failure instead of a skip.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import socket
+import threading
+from collections.abc import Iterator
 
 import pytest
 
@@ -56,6 +60,36 @@ def require(backend: str) -> None:
     if backend in required:
         pytest.fail(f"backend {backend} is required here but does not work: {why}")
     pytest.skip(f"backend {backend} unavailable: {why}")
+
+
+@contextlib.contextmanager
+def silent_server() -> Iterator[tuple[int, list[socket.socket]]]:
+    """A TCP server on 127.0.0.1 that accepts every connection and never answers: (port, the
+    connections it holds). A hung model or API server, for timeout tests."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        srv.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(srv.accept()[0])
+            except OSError:
+                continue
+
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    try:
+        yield srv.getsockname()[1], held
+    finally:
+        stop.set()
+        t.join()
+        for c in held:
+            c.close()
+        srv.close()
 
 
 def any_backend(prefer: tuple[str, ...] = ("local", "docker")) -> str:

@@ -11,11 +11,9 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from pathlib import Path
 
@@ -188,32 +186,11 @@ def _dojo(*args: str, **kw) -> subprocess.Popen:
 
 
 def test_a_server_that_never_answers_is_a_one_line_error():
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(8)
-    held: list[socket.socket] = []
-    stop = threading.Event()
+    from tests.conftest import silent_server
 
-    def accept() -> None:  # accept every connection and never answer
-        srv.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                held.append(srv.accept()[0])
-            except OSError:
-                continue
-
-    t = threading.Thread(target=accept)
-    t.start()
-    try:
-        p = _dojo("jobs", "list", "--server", f"http://127.0.0.1:{srv.getsockname()[1]}",
-                  env={"TOOLDOJO_K8S_REQUEST_TIMEOUT": "1"})
+    with silent_server() as (port, _):
+        p = _dojo("jobs", "list", "--server", f"http://127.0.0.1:{port}", env={"TOOLDOJO_K8S_REQUEST_TIMEOUT": "1"})
         out, err = p.communicate(timeout=60)
-    finally:
-        stop.set()
-        t.join()
-        for c in held:
-            c.close()
-        srv.close()
     lines = [line for line in err.splitlines() if line.strip()]
     assert p.returncode == 1 and len(lines) == 1 and "Traceback" not in err, err
     assert "did not answer within 1 s" in lines[0], lines[0]

@@ -370,38 +370,16 @@ def test_a_hung_model_costs_one_timeout_per_try_not_minutes(tmp_path):
     """Issue 22 item 16: a model that accepts and never answers. `--timeout` bounds each try and
     `--retries` their number: with --retries 0 the case fails once, naming the timeout, and the run
     goes on (before: 3 x 120 s per case and no option)."""
-    import threading
+    from tests.conftest import silent_server
 
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(16)
-    accepted: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:  # hold every connection open, answer nothing
-        srv.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                accepted.append(srv.accept()[0])
-            except OSError:
-                continue
-
-    t = threading.Thread(target=accept, daemon=True)
-    t.start()
-    try:
-        (tmp_path / "s.yaml").write_text(yaml.safe_dump({"cases": [
-            {"name": "chat", "inputs": {"prompt": "hi"}, "evaluators": [{"Regex": "x"}]}]}))
-        url = f"hung@http://127.0.0.1:{srv.getsockname()[1]}/v1"
-        r = runner.invoke(app, ["eval", "run", str(tmp_path / "s.yaml"), "--model", url, "--timeout", "1",
-                                "--retries", "0", "--history", str(tmp_path / "h"), "-q"])
-        ((rec, _),) = list_runs(tmp_path / "h")
-    finally:
-        stop.set()
-        t.join()
-        for c in accepted:
-            c.close()
-        srv.close()
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump({"cases": [
+        {"name": "chat", "inputs": {"prompt": "hi"}, "evaluators": [{"Regex": "x"}]}]}))
+    with silent_server() as (port, accepted):
+        r = runner.invoke(app, ["eval", "run", str(tmp_path / "s.yaml"), "--model", f"hung@http://127.0.0.1:{port}/v1",
+                                "--timeout", "1", "--retries", "0", "--history", str(tmp_path / "h"), "-q"])
+        connections = len(accepted)
+    ((rec, _),) = list_runs(tmp_path / "h")
     assert r.exit_code == 0, r.output  # a failed case is a result, not a crash
     (case,) = rec.cases
     assert case.errors == 1 and re.search(r"time(d)? ?out", case.reasons[0], re.I), case.reasons
-    assert len(accepted) == 1  # one try: no retry, no reconnect
+    assert connections == 1  # one try: no retry, no reconnect
