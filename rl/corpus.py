@@ -52,6 +52,11 @@ class CorpusSettings(BaseModel):
     multistep_per_family: int = Field(0, ge=0, description="per domain, tasks of each multi-step family "
                                                            "(synth.task_families: look up then act, read and "
                                                            "report, ask the user), run like the others")
+    copy_drills_per_length: int = Field(0, ge=0, description="per domain and tool-output length, copy drills "
+                                                              "(rl.copy_drills: a value read out of a long real "
+                                                              "tool output)")
+    drill_lengths: list[int] = Field(default_factory=lambda: [200, 500, 1000],
+                                     description="tool-output lengths of the copy drills, in tokens")
     seed: int = 1000
     system_prompt: str = "brief"
     backend: str = "auto"
@@ -123,16 +128,53 @@ def render_transcript(messages: list[dict[str, Any]], tools: list[dict[str, Any]
     return env.from_string(qwen2_5_chat_template()).render(messages=messages, tools=tools, add_generation_prompt=False)
 
 
-def _transcripts(job: tuple[CorpusSettings, str, int]) -> list[str]:
+def _part_key(s: CorpusSettings, name: str, seed: int) -> str:
+    """What one domain's part of the corpus depends on: the settings, the domain, the seed, the code that
+    writes it and the zoo (a part is rebuilt when any of them changes, and found again when none did)."""
+    from toolzoo.domains import load_domain
+
+    h = hashlib.sha256(json.dumps({"s": s.model_dump(exclude={"workers", "backend"}), "d": name, "seed": seed},
+                                  sort_keys=True).encode())
+    for f in ("corpus.py", "copy_drills.py"):
+        h.update((Path(__file__).parent / f).read_bytes())
+    h.update(load_domain(name).model_dump_json().encode())
+    return h.hexdigest()
+
+
+def _part(job: tuple[CorpusSettings, str, int, str | None]) -> list[str]:
+    """One domain's transcripts and drills, from the part cache (``cache``/parts, gzipped JSON) or built."""
+    import gzip
+    import os
+
+    s, name, seed, cache = job
+    path = Path(cache) / "parts" / f"{_part_key(s, name, seed)}.json.gz" if cache else None
+    if path is not None and path.is_file():
+        try:
+            return json.loads(gzip.decompress(path.read_bytes()))
+        except (OSError, ValueError):
+            pass
+    texts = _transcripts(s, name, seed)
+    if s.copy_drills_per_length:
+        from rl.copy_drills import copy_drills
+        from toolzoo.domains import load_domain
+
+        texts += copy_drills(load_domain(name), s.copy_drills_per_length, seed, tuple(s.drill_lengths))
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_bytes(gzip.compress(json.dumps(texts).encode(), 6))
+        os.replace(tmp, path)
+    return texts
+
+
+def _transcripts(s: CorpusSettings, name: str, seed: int) -> list[str]:
     """One domain's tasks, run as priming episodes under each condition, rendered."""
     from synth.behaviours import generate_traces
     from synth.sft_data import trl_row
     from synth.tasks import synthesize_tasks
 
-    s, name, seed = job
-    made = synthesize_tasks(s.tasks_per_domain, seed=seed, domains=[name], backend=s.backend,
-                            lengths=s.lengths, user_info_rate=0.0)
-    tasks = list(made.tasks)
+    tasks = list(synthesize_tasks(s.tasks_per_domain, seed=seed, domains=[name], backend=s.backend,
+                                  lengths=s.lengths, user_info_rate=0.0).tasks) if s.tasks_per_domain else []
     if s.multistep_per_family:
         from synth.task_families import MULTISTEP, synthesize_family_tasks
 
@@ -150,8 +192,11 @@ def _transcripts(job: tuple[CorpusSettings, str, int]) -> list[str]:
 
 
 def build_corpus(settings: CorpusSettings | None = None,
-                 progress: Callable[[str, int, int], None] | None = None) -> Corpus:
-    """Docs, data and transcripts (module docstring); same settings -> the same texts."""
+                 progress: Callable[[str, int, int], None] | None = None,
+                 parts_cache: str | Path | None = None) -> Corpus:
+    """Docs, data, transcripts and copy drills (module docstring); same settings -> the same texts.
+    Each domain's part is built in its own process (``settings.workers``) and, with ``parts_cache``,
+    kept there by content hash, so a change to one setting rebuilds only what it touches."""
     from synth.tasks import DOMAIN_SEEDS
 
     s = settings or CorpusSettings()
@@ -168,19 +213,21 @@ def build_corpus(settings: CorpusSettings | None = None,
         if d.name in talk:
             data += domain_data(d, range(DOMAIN_SEEDS))
     transcripts: list[str] = []
-    jobs = [(s, name, s.seed + i) for i, name in enumerate(talk)] if s.tasks_per_domain else []
+    cache = str(parts_cache) if parts_cache else None
+    jobs = [(s, name, s.seed + i, cache) for i, name in enumerate(talk)] \
+        if s.tasks_per_domain or s.multistep_per_family or s.copy_drills_per_length else []
     if s.workers > 1 and len(jobs) > 1:
         import concurrent.futures as cf
         import multiprocessing as mp
 
         with cf.ProcessPoolExecutor(s.workers, mp_context=mp.get_context("spawn")) as pool:
-            for i, texts in enumerate(pool.map(_transcripts, jobs)):  # in order: the corpus is deterministic
+            for i, texts in enumerate(pool.map(_part, jobs)):  # in order: the corpus is deterministic
                 transcripts += texts
                 if progress:
                     progress(jobs[i][1], i + 1, len(jobs))
     else:
         for i, job in enumerate(jobs):
-            transcripts += _transcripts(job)
+            transcripts += _part(job)
             if progress:
                 progress(job[1], i + 1, len(jobs))
     texts = docs + data + transcripts
@@ -200,16 +247,20 @@ def cached_corpus(settings: CorpusSettings, key: str, cache_dir: str | Path | No
 
     base = Path(cache_dir) if cache_dir else Path(os.environ.get("TOOLDOJO_CACHE") or
                                                   Path.home() / ".cache" / "tooldojo") / "corpus"
-    path = base / f"{key}.json"
-    if path.is_file():
-        try:
-            return Corpus.model_validate_json(path.read_text())
-        except ValueError:
-            pass
-    corpus = build_corpus(settings, progress)
+    import gzip
+
+    path = base / f"{key}.json.gz"  # gzipped: the multi-step corpus is ~10x smaller so (it travels to GPUs)
+    for found in (path, base / f"{key}.json"):
+        if found.is_file():
+            try:
+                raw = found.read_bytes()
+                return Corpus.model_validate_json(gzip.decompress(raw) if found.suffix == ".gz" else raw)
+            except (OSError, ValueError):
+                pass
+    corpus = build_corpus(settings, progress, parts_cache=base)
     base.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(corpus.model_dump_json())
+    tmp.write_bytes(gzip.compress(corpus.model_dump_json().encode(), 6))
     os.replace(tmp, path)
     return corpus
 

@@ -222,8 +222,11 @@ class HeldOutEval(TrainerCallback):
 
     def __init__(self, tasks: Sequence[Task], settings: EvalSettings, *, trained: str,
                  checkpoints: dict[str, str | os.PathLike[str]], tokenizer_path: str | os.PathLike[str],
-                 out_dir: str | os.PathLike[str] | None = None, on_start: Callable[[], Any] | None = None):
+                 out_dir: str | os.PathLike[str] | None = None, on_start: Callable[[], Any] | None = None,
+                 settings_for: dict[str, EvalSettings] | None = None):
         self.tasks, self.settings, self.trained = list(tasks), settings, trained
+        # a policy's own settings where it needs fewer episodes (the demo's base: it scores ~0% either way)
+        self.settings_for = dict(settings_for or {})
         self.checkpoints = {k: Path(v) for k, v in checkpoints.items()}
         self.tokenizer_path, self.on_start = str(tokenizer_path), on_start
         self.out_dir = Path(out_dir) if out_dir is not None else None
@@ -262,7 +265,8 @@ class HeldOutEval(TrainerCallback):
                                 name, e)
                     continue
                 out = self.out_dir / name if self.out_dir is not None else None
-                self.results[name] = self.settings.run(label, self.tasks, rollout, engine_generators(llm),
+                st = self.settings_for.get(name, self.settings)
+                self.results[name] = st.run(label, self.tasks, rollout, engine_generators(llm),
                                                        start=start, out_dir=out, engine="vllm")
 
 

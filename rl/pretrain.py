@@ -79,6 +79,9 @@ class PretrainResult(BaseModel):
     corpus_seconds: float | None = Field(None, description="building the corpus (0 when cached)")
     copy_accuracy: float | None = Field(None, description="teacher-forced token accuracy where the assistant "
                                                           "copies a value from a tool's output (rl.corpus.copy_spans)")
+    copy_accuracy_by_length: dict[str, float] = Field(default_factory=dict, description="copy_accuracy per "
+                                                      "length (tokens) of the tool output copied from")
+    copy_tokens_by_length: dict[str, int] = Field(default_factory=dict, description="copied tokens measured per bucket")
     curve: list[dict[str, float]]
 
 
@@ -178,39 +181,60 @@ def _evaluate(model, xs, ys, open_id: int, close_id: int, device: str, batch: in
     return loss_sum / max(1, n_tok), (hit / n_tc if n_tc else None)
 
 
-def _copy_items(tok: Any, texts: list[str], max_len: int, limit: int = 400) -> list[tuple[list[int], list[int]]]:
-    """Held-back transcripts with copy spans: (token ids, positions of the tokens inside a span)."""
+COPY_BUCKETS: tuple[tuple[str, int, int], ...] = (("<200", 0, 200), ("200-500", 200, 500),
+                                                   ("500-1000", 500, 1000), ("1000+", 1000, 10 ** 9))
+
+
+def _copy_items(tok: Any, texts: list[str], max_len: int,
+                limit: int = 800) -> list[tuple[list[int], list[int], list[str]]]:
+    """Held-back transcripts with copy spans: (token ids, positions of the tokens inside a span, the
+    length bucket, in tokens, of the tool output each of those tokens copies from)."""
+    import re
+
     from rl.corpus import copy_spans
 
+    resp = re.compile(r"<tool_response>\n(.*?)\n</tool_response>", re.S)
     items = []
     for text in texts:
         spans = copy_spans(text)
         if not spans:
             continue
+        ends = [(m.end(), len(tok(m.group(1), add_special_tokens=False)["input_ids"])) for m in resp.finditer(text)]
         enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
         ids, offs = enc["input_ids"][:max_len], enc["offset_mapping"][:max_len]
-        pos = [i for i, (a, b) in enumerate(offs) if i and b > a and any(s <= a and b <= e for s, e in spans)]
+        pos, buckets = [], []
+        for i, (a, b) in enumerate(offs):
+            if i and b > a and any(s <= a and b <= e for s, e in spans):
+                n = max((k for end, k in ends if end <= a), default=0)
+                pos.append(i)
+                buckets.append(next(name for name, lo, hi in COPY_BUCKETS if lo <= n < hi))
         if pos:
-            items.append((ids, pos))
+            items.append((ids, pos, buckets))
         if len(items) >= limit:
             break
     return items
 
 
-def _copy_accuracy(model: Any, items: list[tuple[list[int], list[int]]], device: str) -> float | None:
-    """Teacher-forced: the share of copied tokens the model predicts (argmax) from what precedes them."""
+def _copy_accuracy(model: Any, items: list[tuple[list[int], list[int], list[str]]],
+                   device: str) -> tuple[float | None, dict[str, float]]:
+    """Teacher-forced: the share of copied tokens the model predicts (argmax) from what precedes them,
+    overall and per length bucket of the tool output copied from."""
     import torch
 
-    hit = n = 0
+    hit: dict[str, int] = {}
+    n: dict[str, int] = {}
     model.eval()
     with torch.no_grad():
-        for ids, pos in items:
+        for ids, pos, buckets in items:
             with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=device.startswith("cuda")):
                 pred = model(input_ids=torch.tensor([ids], device=device)).logits[0].argmax(-1).tolist()
-            hit += sum(pred[i - 1] == ids[i] for i in pos)
-            n += len(pos)
+            for i, b in zip(pos, buckets, strict=True):
+                hit[b] = hit.get(b, 0) + (pred[i - 1] == ids[i])
+                n[b] = n.get(b, 0) + 1
     model.train()
-    return hit / n if n else None
+    total = sum(n.values())
+    by_len = {b: round(hit[b] / n[b], 4) for b, *_ in COPY_BUCKETS if n.get(b)}
+    return (sum(hit.values()) / total if total else None), by_len
 
 
 def plot_loss(curve: list[dict[str, float]], path: str | os.PathLike[str], title: str = "pretraining") -> Path | None:
@@ -304,6 +328,7 @@ def pretrain(settings: PretrainSettings | None = None, out_dir: str | os.PathLik
         pos = 0
         curve: list[dict[str, float]] = []
         running = None
+        copy_by_length: dict[str, dict[str, float]] = {}
         model.train()
         with Progress(TextColumn("pretraining"), BarColumn(), TextColumn("{task.completed}/{task.total} steps"),
                       TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=console) as bar:
@@ -337,9 +362,10 @@ def pretrain(settings: PretrainSettings | None = None, out_dir: str | os.PathLik
                     point["val_loss"] = round(vl, 4)
                     if acc is not None:
                         point["tool_call_accuracy"] = round(acc, 4)
-                    copy_acc = _copy_accuracy(model, copies, device)
+                    copy_acc, by_len = _copy_accuracy(model, copies, device)
                     if copy_acc is not None:
                         point["copy_accuracy"] = round(copy_acc, 4)
+                        copy_by_length.update({b: {"accuracy": a, "step": step + 1} for b, a in by_len.items()})
                 if (step + 1) % max(1, s.steps // 200) == 0 or "val_loss" in point:
                     curve.append(point)
                 bar.update(job, advance=1, info=f"loss {running:.3f}" + (
@@ -352,6 +378,8 @@ def pretrain(settings: PretrainSettings | None = None, out_dir: str | os.PathLik
         result = {"parameters": n_params, "train_tokens": int(xs.numel()), "steps": done,
                   "seconds": round(seconds, 1), "corpus_seconds": corpus_seconds, "final_loss": running, "val_loss": last.get("val_loss"),
                   "tool_call_accuracy": last.get("tool_call_accuracy"), "copy_accuracy": last.get("copy_accuracy"),
+                  "copy_accuracy_by_length": {b: v["accuracy"] for b, v in copy_by_length.items()},
+                  "copy_tokens_by_length": {b: sum(x == b for it in copies for x in it[2]) for b, *_ in COPY_BUCKETS},
                   "curve": curve}
         stage = tmp / "model"
         model.to(getattr(torch, s.save_dtype)).save_pretrained(stage, safe_serialization=True)

@@ -98,7 +98,7 @@ def test_a_short_demo_runs_every_stage_and_reports(tmp_path):
     out = tmp_path / "demo"
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
     r = subprocess.run(
-        [*DOJO, "demo", f"out_dir={out}", "tasks=60", "held_out=8", "sft.epochs=1", "eval_samples=1",
+        [*DOJO, "demo", f"out_dir={out}", "tasks=60", "held_out=8", "sft.epochs=1", "eval_samples=2",
          "train.grpo.max_steps=2", "train.grpo.per_device_train_batch_size=16",
          # the multi-step families, shortened: 3 held out each; a curve point at every step
          "multistep.lookup_act=24", "multistep.read_report=24", "multistep.ask_user=24", "multistep_held_out=3",
@@ -124,7 +124,9 @@ def test_a_short_demo_runs_every_stage_and_reports(tmp_path):
         assert summary["tasks"] == held and summary["success"] == last[f"{name}_success"]
         assert summary["engine"] == "vllm"  # played on the GRPO run's engine at the end of training
         lines = (out / "eval" / name / "trajectories.jsonl").read_text().splitlines()
-        assert len(lines) == 2 * held  # one sampled and one greedy episode per task
+        # two sampled and one greedy episode per task; the base (base_eval_samples=1) one sampled
+        assert len(lines) == (2 if name == "base" else 3) * held, name
+    assert last["eval_samples"] == 2 and last["base_eval_samples"] == 1
     # issue 23: the multi-step families, per family and pooled, beside the single-action ones
     from synth.task_families import MULTISTEP
 

@@ -1,0 +1,221 @@
+"""Copy drills: transcripts that teach a tiny base to read a value out of a long tool output.
+
+    texts = copy_drills(load_domain("retail_orders"), per_length=40, seed=3)
+
+The multi-step families need one skill the zoo's own episodes show too rarely: the value the next
+call or the final answer needs sits somewhere in a tool output of hundreds of tokens (home_devices'
+device list is 400-1,000), and the model has to find its record and copy it. Most domains' seeded
+states are small (their list outputs are 20-200 tokens), so their transcripts never show that at
+length.
+
+A drill is a real read of a real domain on a larger world: the domain's seeded state with each
+collection grown by clones of its records (fresh ids in the collection's own pattern, names made
+distinct), a read tool of the domain called on it in-process (the zoo's own stdlib-only code, as
+rl.corpus.domain_data runs it), and a question about one record of that output:
+
+- ``lookup``: the user names a record by a field other than its id; the assistant answers with the id
+  or, where a write tool of the domain takes that id alone, calls it with the copied id;
+- ``read``: the user names a record by its id and asks for one of its fields; the assistant answers
+  with the value.
+
+Outputs are drawn at ``lengths`` (tool-output tokens, estimated from characters with
+``CHARS_PER_TOKEN``, measured on the base's tokenizer for JSON), so the copy skill is seen at 200,
+500 and 1,000+ tokens. Rendered with the policy's chat template, like every corpus transcript.
+The demo's domains are never drilled (rl.corpus excludes them), and a drill names no held-out task.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import re
+from typing import Any
+
+from synth.task_values import humanize, id_like
+
+__all__ = ["CHARS_PER_TOKEN", "copy_drills", "DRILL_LENGTHS"]
+
+CHARS_PER_TOKEN = 1.75  # JSON tool outputs on the base's 2,048-token BPE (rl/base): 1.6-1.9, measured
+DRILL_LENGTHS: tuple[int, ...] = (200, 500, 1000)
+_FACTORS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32)
+_TAIL_NUMBER = re.compile(r"^(.*?)(\d+)$")
+_MARKS = ("North", "South", "Blue", "Red", "Alpha", "Beta", "Prime", "Lite", "Max", "Mini", "East", "West",
+          "Gold", "Green", "Nova", "Echo", "Delta", "Omega", "Pro", "Plus")
+
+
+def _namespace(domain: Any, seed: int) -> dict[str, Any]:
+    from sandboxes.toolserver import InvalidArguments, ToolFailure
+    from toolzoo.runtime import bundle
+
+    ns: dict[str, Any] = {"ToolFailure": ToolFailure, "InvalidArguments": InvalidArguments,
+                          "__name__": f"drill_{domain.name}"}
+    exec(compile(bundle(domain, seed=seed).source, f"<{domain.name}>", "exec"), ns)  # noqa: S102 - the zoo's code
+    return ns
+
+
+def _collections(state: dict[str, Any]) -> list[str]:
+    """Top-level keys holding records keyed by id (the zoo's convention for entities)."""
+    return [k for k, v in state.items()
+            if isinstance(v, dict) and len(v) >= 1 and all(isinstance(r, dict) for r in v.values())]
+
+
+def _fresh_ids(existing: list[str], n: int, rng: random.Random) -> list[str]:
+    taken = set(existing)
+    out: list[str] = []
+    m = _TAIL_NUMBER.match(existing[0]) if existing else None
+    prefix, width = (m.group(1), len(m.group(2))) if m else (f"{existing[0]}-" if existing else "X-", 1)
+    top = max((int(x.group(2)) for x in map(_TAIL_NUMBER.match, existing) if x), default=0)
+    while len(out) < n:
+        top += rng.randint(1, 3)
+        new = f"{prefix}{top:0{width}d}"
+        if new not in taken:
+            taken.add(new)
+            out.append(new)
+    return out
+
+
+def _grow(state: dict[str, Any], factor: int, rng: random.Random) -> dict[str, Any]:
+    """The state with each collection ``factor`` times as large: clones of its records under fresh ids,
+    with string fields that name a record (name, title, label...) made distinct by a word."""
+    grown = copy.deepcopy(state)
+    for key in _collections(state):
+        records = grown[key]
+        ids = list(records)
+        for new in _fresh_ids(ids, len(ids) * (factor - 1), rng):
+            rec = copy.deepcopy(records[rng.choice(ids)])
+            for f, v in rec.items():
+                if isinstance(v, str) and not id_like(f, v) and f.lower() in ("name", "title", "label", "nickname",
+                                                                             "subject", "display_name", "item"):
+                    rec[f] = f"{v} {rng.choice(_MARKS)} {new.split('-')[-1]}"
+                elif f.lower() == "id" or (f.lower().endswith("_id") and v in ids and v == rec.get(f)
+                                           and f.lower().startswith(key.rstrip("s")[:4])):
+                    rec[f] = new
+            records[new] = rec
+    return grown
+
+
+def _records(output: Any) -> tuple[str, list[dict[str, Any]]]:
+    """The largest list of records (dicts) anywhere in a tool output, with the key that holds it (what
+    a record is called: "items", "robots"); ids folded in for dicts keyed by id."""
+    best: list[dict[str, Any]] = []
+    where = ""
+
+    def walk(x: Any, key: str) -> None:
+        nonlocal best, where
+        if isinstance(x, list):
+            recs = [r for r in x if isinstance(r, dict)]
+            if len(recs) > len(best):
+                best, where = recs, key
+            for r in x:
+                walk(r, key)
+        elif isinstance(x, dict):
+            vals = list(x.values())
+            if vals and all(isinstance(v, dict) for v in vals) and len(vals) > len(best):
+                best, where = [{"id": k, **v} if "id" not in v else v for k, v in x.items()], key
+            for k, v in x.items():
+                walk(v, k)
+
+    walk(output, "")
+    return where, best
+
+
+def _scalar(v: Any) -> bool:
+    return isinstance(v, (str, int, float)) and not isinstance(v, bool) and len(str(v)) >= 2
+
+
+def _reads(domain: Any, state: dict[str, Any]) -> list[tuple[Any, dict[str, Any]]]:
+    """(read tool, arguments) pairs callable on ``state``: no required argument, or one that names a record."""
+    out = []
+    for t in domain.tools:
+        if t.effect != "read":
+            continue
+        req = t.parameters.get("required") or []
+        if not req:
+            out.append((t, {}))
+        elif len(req) == 1:
+            for key in _collections(state):
+                if req[0].lower().startswith(key.rstrip("s")[:4]) or req[0].lower() == "id":
+                    out += [(t, {req[0]: rid}) for rid in list(state[key])[:3]]
+    return out
+
+
+def _one(domain: Any, ns: dict[str, Any], state: dict[str, Any], target: int, rng: random.Random,
+         tools: list[dict[str, Any]], system: str) -> str | None:
+    reads = _reads(domain, state)
+    rng.shuffle(reads)
+    for tool, args in reads:
+        fn = ns.get(tool.function)
+        if fn is None:
+            continue
+        out_text, holder, recs = "", "", []
+        for factor in _FACTORS:
+            try:
+                output = fn(_grow(state, factor, random.Random(rng.random())) if factor > 1 else state, **args)
+            except Exception:  # noqa: BLE001 - a tool that refuses these arguments: try another
+                break
+            out_text = json.dumps(output, ensure_ascii=False, default=str)
+            holder, recs = _records(output)
+            if len(out_text) >= target * CHARS_PER_TOKEN or len(recs) < 2:
+                break
+        if len(recs) < 3 or not 0.8 <= len(out_text) / (target * CHARS_PER_TOKEN) <= 1.5:
+            continue
+        rec = rng.choice(recs)
+        ids = [(f, v) for f, v in rec.items() if id_like(f, v) and sum(r.get(f) == v for r in recs) == 1]
+        if not ids:
+            continue
+        id_field, rid = ids[0]
+        fields = [(f, v) for f, v in rec.items() if f != id_field and _scalar(v)]
+        unique = [(f, v) for f, v in fields if isinstance(v, str) and sum(r.get(f) == v for r in recs) == 1
+                  and not id_like(f, v)]
+        noun = humanize(id_field[:-3] if id_field.lower().endswith("_id") and len(id_field) > 3
+                        else holder[:-1] if holder.endswith("s") else holder or "record")
+        call = {"role": "assistant", "content": "",
+                "tool_calls": [{"id": "c1", "type": "function", "function": {"name": tool.name, "arguments": args}}]}
+        answer = {"role": "tool", "name": tool.name, "tool_call_id": "c1", "content": out_text}
+        if unique and rng.random() < 0.5:
+            kf, kv = rng.choice(unique)
+            user = f"Which {noun} has {humanize(kf)} {kv}? I need its id."
+            writes = [t for t in domain.tools if t.effect == "write"
+                      and (t.parameters.get("required") or []) == [id_field]]
+            if writes and rng.random() < 0.5:
+                w = rng.choice(writes)
+                user = f"Please {humanize(w.name)} for the {noun} whose {humanize(kf)} is {kv}."
+                final = {"role": "assistant", "content": "",
+                         "tool_calls": [{"id": "c2", "type": "function",
+                                         "function": {"name": w.name, "arguments": {id_field: rid}}}]}
+            else:
+                final = {"role": "assistant", "content": f"The {noun} with {humanize(kf)} {kv} is {rid}."}
+        elif fields:
+            f, v = rng.choice(fields)
+            user = f"What is the {humanize(f)} of {noun} {rid}?"
+            final = {"role": "assistant", "content": f"The {humanize(f)} of {noun} {rid} is {v}."}
+        else:
+            continue
+        from rl.corpus import render_transcript
+
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}, call, answer, final]
+        return render_transcript(messages, tools)
+    return None
+
+
+def copy_drills(domain: Any, per_length: int, seed: int, lengths: tuple[int, ...] = DRILL_LENGTHS,
+                seeds: int = 4) -> list[str]:
+    """``per_length`` drills at each tool-output length (tokens) for ``domain`` (module docstring)."""
+    from synth.episode import brief_system_prompt
+
+    rng = random.Random(f"tooldojo-drills:{domain.name}:{seed}")
+    spaces = [_namespace(domain, s) for s in range(seeds)]
+    tools = [t.to_openai() for t in domain.tools]
+    system = brief_system_prompt(None, domain)  # type: ignore[arg-type]  # the prompt names only the domain
+    out: list[str] = []
+    for target in lengths:
+        made = tries = 0
+        while made < per_length and tries < 4 * per_length:
+            tries += 1
+            ns = rng.choice(spaces)
+            text = _one(domain, ns, ns["INITIAL_STATE"], target, rng, tools, system)
+            if text is not None:
+                out.append(text)
+                made += 1
+    return out
