@@ -99,10 +99,17 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="tiny corpus and settings (a CPU smoke run)")
     ap.add_argument("--keep-bases", default=None, help="copy each pretrained base to DIR/NAME")
+    ap.add_argument("--bases", default=None, help="no pretraining: the bases in DIR/NAME (an earlier sweep's "
+                                                  "--keep-bases), their figures from each pretrain.json")
     _stages.add_run_options(ap, workers_help="priming jobs at a time (default: one per shape)",
                             save_help="also write the JSON here (e.g. bench/results/reader_sweep_h100.json)")
     args = ap.parse_args()
-    shapes = parse_shapes(args.shapes)
+    if args.bases:
+        shapes = [{"name": p.name} for p in sorted(Path(args.bases).iterdir()) if (p / "pretrain.json").is_file()]
+        if not shapes:
+            raise SystemExit(f"--bases {args.bases}: no folder with a pretrain.json in it")
+    else:
+        shapes = parse_shapes(args.shapes)
     prime_sets = _stages.run_overrides(args, QUICK_PRIME)
     pre_sets = [*(QUICK_PRETRAIN if args.quick else []), *args.pretrain_sets,
                 *([f"max_minutes={args.max_minutes}"] if args.max_minutes else [])]
@@ -111,9 +118,20 @@ def main() -> int:
     start = time.perf_counter()
     result: dict[str, Any] = {"quick": args.quick, "shapes": [s["name"] for s in shapes], "errors": {}}
     try:
-        log(f"pretraining {len(shapes)} shapes at once in {work}")
-        with cf.ThreadPoolExecutor(len(shapes)) as pool:
-            done = list(pool.map(lambda s: pretrain_job(s, work, pre_sets, args.device, args.job_timeout), shapes))
+        if args.bases:
+            done = []
+            for s in shapes:
+                m = json.loads((Path(args.bases) / s["name"] / "pretrain.json").read_text())
+                st = m["settings"]
+                done.append({**m["result"], "name": s["name"], "hidden": st["hidden"], "layers": st["layers"],
+                             "heads": st["heads"], "lr": st["learning_rate"], "from": "an earlier sweep"})
+                (work / s["name"]).mkdir(parents=True, exist_ok=True)
+                shutil.rmtree(work / s["name"] / "base", ignore_errors=True)
+                shutil.copytree(Path(args.bases) / s["name"], work / s["name"] / "base")
+        else:
+            log(f"pretraining {len(shapes)} shapes at once in {work}")
+            with cf.ThreadPoolExecutor(len(shapes)) as pool:
+                done = list(pool.map(lambda s: pretrain_job(s, work, pre_sets, args.device, args.job_timeout), shapes))
         result["pretrain"] = {r["name"]: {k: v for k, v in r.items() if k != "curve"} for r in done}
         for r in done:
             log(f"{r['name']}: " + (f"FAILED {r['error']}" if "error" in r else
@@ -122,7 +140,7 @@ def main() -> int:
                                     f"{r.get('copy_accuracy_by_length')}"))
             if "error" in r:
                 result["errors"][f"pretrain/{r['name']}"] = r["error"]
-            elif args.keep_bases:
+            elif args.keep_bases and not args.bases:
                 dst = Path(args.keep_bases) / r["name"]
                 shutil.rmtree(dst, ignore_errors=True)
                 shutil.copytree(work / r["name"] / "base", dst)

@@ -147,3 +147,26 @@ def test_rl_speed_quick_prints_one_json_line_last(tmp_path):
     # the fast path skips TRL's no-grad old-logprob pass; today's path runs it once per step
     assert "old_logprobs" not in res["variants"]["fast"]["runs"][0]["phase_s"]
     assert res["variants"]["today"]["runs"][0]["phase_calls"]["old_logprobs"] == 2
+
+
+@pytest.mark.slow
+def test_reader_sweep_quick_pretrains_each_shape_and_names_the_one_that_failed(tmp_path):
+    """Issue 28's size sweep on a toy corpus: one pretraining per shape, copy accuracy per tool-output
+    length, and a shape rl.tiny refuses (head size 16) reported as that shape's error, not a crash."""
+    env = {**__import__("os").environ, "TOOLDOJO_CACHE": str(tmp_path / "cache")}
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "reader_sweep.py"), "--quick", "--shapes",
+                        "ok:64x1x1,bad:32x1x2", "--out", str(tmp_path / "w"), "--save", str(tmp_path / "r.json")],
+                       capture_output=True, text=True, timeout=900, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    assert res["shapes"] == ["ok", "bad"] and json.loads((tmp_path / "r.json").read_text()) == res
+    ok = res["pretrain"]["ok"]
+    assert ok["parameters"] > 0 and ok["steps"] == 6 and math.isfinite(ok["val_loss"]) and ok["hidden"] == 64
+    assert set(ok["copy_tokens_by_length"]) == {"<200", "200-500", "500-1000", "1000+"}
+    assert list(res["errors"]) == ["pretrain/bad"] and "head size" in res["pretrain"]["bad"]["log_tail"]
+
+
+def test_reader_sweep_refuses_a_malformed_shape():
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "reader_sweep.py"), "--shapes", "4M:256x4"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "NAME:HIDDENxLAYERSxHEADS" in r.stderr

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The GPU steps of issue 28, one device call each (bench/results/reader_h100.md says which, and why).
+#   bash bench/reader_gpu.sh sweep     # corpus (parts carried in .carry/corpus are reused), 4 bases pretrained
+#   bash bench/reader_gpu.sh prime     # each base of the sweep primed and evaluated (the demo's stages)
+#   bash bench/reader_gpu.sh rl NAME   # Dr. GRPO, 3 seeds, from base NAME
+# Carry .whl and .carry. Results go to $OUT (the device tool brings them back).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash bench/device_setup.sh
+export TOOLDOJO_CACHE=/tmp/tdcache PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
+mkdir -p "$TOOLDOJO_CACHE/corpus" /tmp/bases
+cp -rn .carry/corpus/. "$TOOLDOJO_CACHE/corpus/" 2>/dev/null || true
+CORPUS=(--pretrain-set corpus.multistep_per_family=100 --pretrain-set corpus.copy_drills_per_length=100
+        --pretrain-set corpus.backend=local)
+SHAPES=${SHAPES:-0.66M:128x2x4,4M:256x4x4,8M:384x4x6,27M:512x8x8}
+GPU=(--gpu --set sft.bf16=false --set train.model.dtype=float32)
+# bases come back as tarballs (the device returns at most 8 files of 16 MB); a warm machine still has /tmp/bases
+for t in .carry/bases/*.tgz; do [ -e "$t" ] && tar xzf "$t" -C /tmp/bases --skip-old-files; done
+case "$1" in
+  sweep)
+    python3 bench/reader_corpus.py --set multistep_per_family=100 --set copy_drills_per_length=100 \
+      --cache "$TOOLDOJO_CACHE/corpus" --workers 15 --seeds "" --save "$OUT/reader_corpus_h100.json"
+    python3 bench/reader_sweep.py --device cuda --shapes "$SHAPES" "${CORPUS[@]}" \
+      --pretrain-set corpus.workers=15 --pretrain-set seq_len=2048 --pretrain-set batch_size=16 \
+      --max-minutes "${MINUTES:-4}" --job-timeout 420 --keep-bases /tmp/bases --out /tmp/rs \
+      --save "$OUT/reader_sweep_h100.json" 2>&1 | tee "$OUT/sweep.log"
+    for d in /tmp/bases/*/; do n=$(basename "$d"); s=$(du -sm "$d" | cut -f1)
+      if [ "$s" -lt 15 ]; then tar czf "$OUT/base_$n.tgz" -C /tmp/bases "$n"; fi; done
+    ;;
+  prime)
+    python3 bench/reader_sweep.py --bases /tmp/bases --prime "${GPU[@]}" --threads 3 --out /tmp/rp \
+      --prime-timeout "${PRIME_TIMEOUT:-540}" --save "$OUT/reader_prime_h100.json" 2>&1 | tee "$OUT/prime.log"
+    ;;
+  rl)
+    python3 bench/rl_budget.py --seeds 0,1,2 "${GPU[@]}" --set "base=/tmp/bases/$2" --threads 2 \
+      --job-timeout "${RL_TIMEOUT:-540}" --workers 6 --variant demo: \
+      --variant "b96_lr2e-4:train.grpo.per_device_train_batch_size=96;train.grpo.learning_rate=2e-4" \
+      --save "$OUT/rl_budget_multistep_reader_h100.json" 2>&1 | tee "$OUT/rl.log"
+    ;;
+  *) echo "usage: $0 sweep|prime|rl NAME" >&2; exit 2 ;;
+esac
