@@ -52,6 +52,9 @@ class CorpusSettings(BaseModel):
     multistep_per_family: int = Field(0, ge=0, description="per domain, tasks of each multi-step family "
                                                            "(synth.task_families: look up then act, read and "
                                                            "report, ask the user), run like the others")
+    family_rounds: int = Field(2, ge=1, description="synthesis rounds per multi-step family and domain: a domain "
+                                                    "where a shape is rare gives fewer tasks instead of 8 rounds of "
+                                                    "mostly discarded synthesis (the slow part of the build)")
     copy_drills_per_length: int = Field(0, ge=0, description="per domain and tool-output length, copy drills "
                                                               "(rl.copy_drills: a value read out of a long real "
                                                               "tool output)")
@@ -179,7 +182,7 @@ def _transcripts(s: CorpusSettings, name: str, seed: int) -> list[str]:
         from synth.task_families import MULTISTEP, synthesize_family_tasks
 
         fams = synthesize_family_tasks({f: s.multistep_per_family for f in MULTISTEP}, seed=seed, domains=[name],
-                                       backend=s.backend)
+                                       backend=s.backend, rounds=s.family_rounds)
         tasks += [t for f in MULTISTEP for t in fams[f]]
     out = []
     for condition in s.conditions:
