@@ -2,7 +2,9 @@
 # The GPU steps of issue 28, one device call each (bench/results/reader_h100.md says which, and why).
 #   bash bench/reader_gpu.sh sweep     # corpus (parts carried in .carry/corpus are reused), 4 bases pretrained
 #   bash bench/reader_gpu.sh prime     # each base of the sweep primed and evaluated (the demo's stages)
-#   bash bench/reader_gpu.sh rl NAME   # Dr. GRPO, 3 seeds, from base NAME
+#   bash bench/reader_gpu.sh rl NAME   # Dr. GRPO, 3 seeds, from base NAME (the demo's settings: 3 prepares
+#                                      #   + 3 RL jobs fit one 10-minute call for the 0.66M base; with a
+#                                      #   second variant, or the 4M base, they did not)
 # Carry .whl and .carry. Results go to $OUT (the device tool brings them back).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,8 +35,7 @@ case "$1" in
     ;;
   rl)
     python3 bench/rl_budget.py --seeds 0,1,2 "${GPU[@]}" --set "base=/tmp/bases/$2" --threads 2 \
-      --job-timeout "${RL_TIMEOUT:-540}" --workers 6 --variant demo: \
-      --variant "b96_lr2e-4:train.grpo.per_device_train_batch_size=96;train.grpo.learning_rate=2e-4" \
+      --job-timeout "${RL_TIMEOUT:-290}" --workers 6 --variant demo: \
       --save "$OUT/rl_budget_multistep_reader_h100.json" 2>&1 | tee "$OUT/rl.log"
     ;;
   *) echo "usage: $0 sweep|prime|rl NAME" >&2; exit 2 ;;
