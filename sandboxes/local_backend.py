@@ -24,7 +24,7 @@ from pathlib import Path
 import anyio
 import anyio.abc
 
-from sandboxes import owner
+from sandboxes import owner, seccomp
 from sandboxes.api import SCRATCH, WORKDIR, Sandbox, Transport
 from sandboxes.errors import BackendUnavailable, SandboxDead, SandboxStartError
 from sandboxes.image import SERVER_PATH_IN_IMAGE, SERVER_SOURCE, rootfs_dir, rootfs_ready
@@ -33,6 +33,9 @@ from sandboxes.models import SandboxConfig
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": WORKDIR, "LANG": "C.UTF-8"}
 GROUP = "tooldojo"
+SECCOMP_FD_PLACEHOLDER = "{seccomp_fd}"  # bwrap_argv is pure; start() swaps in the pipe it opens
+# Emptied on reset beside the scratch dirs, but never a target of write_file.
+WIPED = ("/dev/shm", "/dev/mqueue")
 
 
 # ------------------------------------------------------------------ cgroups
@@ -269,9 +272,14 @@ def bwrap_argv(cfg: SandboxConfig, server_cfg: dict) -> list[str]:
         # The host's /etc holds secrets and config; expose only what python needs.
         for f in ("passwd", "group", "ld.so.cache", "localtime", "nsswitch.conf"):
             argv += ["--ro-bind-try", f"/etc/{f}", f"/etc/{f}"]
-    argv += ["--proc", "/proc", "--dev", "/dev"]
+    size = str(lim.scratch_mb * 1024 * 1024)
+    # /dev is bwrap's own tmpfs, with no size cap: a command wrote 240 MiB there and the next tool
+    # call died of it. So /dev goes read-only, with a size-capped /dev/shm (POSIX shm and semaphores)
+    # and the IPC namespace's own mqueue fs mounted on it first (reset empties both).
+    argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", size, "--tmpfs", "/dev/shm",
+             "--mqueue", "/dev/mqueue", "--remount-ro", "/dev"]
     for d in SCRATCH:
-        argv += ["--perms", "1777", "--size", str(lim.scratch_mb * 1024 * 1024), "--tmpfs", d]
+        argv += ["--perms", "1777", "--size", size, "--tmpfs", d]
     argv += ["--dir", "/opt/tooldojo", "--ro-bind", str(SERVER_SOURCE), SERVER_PATH_IN_IMAGE]
     if hard.read_only_root:
         argv += ["--remount-ro", "/"]
@@ -283,6 +291,8 @@ def bwrap_argv(cfg: SandboxConfig, server_cfg: dict) -> list[str]:
         # Capabilities of the sandbox's own user namespace, for `unshare --pid` (a PID namespace per
         # command); setpriv drops them, bounding set included, before the command runs.
         argv += ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP"]
+    if hard.seccomp:
+        argv += ["--seccomp", SECCOMP_FD_PLACEHOLDER]
     argv += ["--chdir", WORKDIR, "--", "python3", "-I", "-u", SERVER_PATH_IN_IMAGE, json.dumps(server_cfg)]
     return argv
 
@@ -301,6 +311,7 @@ async def start(cfg: SandboxConfig) -> LocalSandbox:
     server_cfg = {
         "workdir": WORKDIR,
         "scratch": list(SCRATCH),
+        "wiped": list(WIPED),
         "max_output_bytes": lim.max_output_bytes,
         "max_request_bytes": lim.max_request_bytes,
         "max_file_bytes": lim.max_file_bytes,
@@ -316,6 +327,15 @@ async def start(cfg: SandboxConfig) -> LocalSandbox:
     argv = bwrap_argv(cfg, server_cfg)
     # bwrap reads its arguments from a pipe, so host paths never show up in
     # the sandbox's /proc/1/cmdline.
+    seccomp_r = None
+    if SECCOMP_FD_PLACEHOLDER in argv:
+        try:
+            seccomp_r = seccomp.program_fd()
+        except seccomp.SeccompUnsupported as e:
+            if cgroup:
+                cgroup.remove()
+            raise BackendUnavailable(f"{e}; or loosen with Hardening(seccomp=False)") from None
+        argv[argv.index(SECCOMP_FD_PLACEHOLDER)] = str(seccomp_r)
     args_r, args_w = os.pipe()
     split = argv.index("--")
     os.write(args_w, b"".join(a.encode() + b"\0" for a in argv[1:split]))
@@ -328,7 +348,7 @@ async def start(cfg: SandboxConfig) -> LocalSandbox:
     fd, stderr_name = tempfile.mkstemp(prefix=f"tooldojo-{sandbox_id}-", suffix=".stderr")
     try:
         proc = await anyio.open_process(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=fd, pass_fds=(args_r,),
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=fd, pass_fds=(args_r,) + ((seccomp_r,) if seccomp_r is not None else ()),
             # bwrap is PID 1 inside: its environment is the sandbox's, not the host's PATH or cwd.
             env=dict(ENV), cwd="/",
         )
@@ -339,6 +359,8 @@ async def start(cfg: SandboxConfig) -> LocalSandbox:
     finally:
         os.close(fd)
         os.close(args_r)
+        if seccomp_r is not None:
+            os.close(seccomp_r)
     transport = ProcessTransport(proc, Path(stderr_name), 1 << 30)
     sb = LocalSandbox(cfg, transport, sandbox_id, cgroup)
     transport.lines.limit = sb._max_line
