@@ -39,12 +39,32 @@ WIPED = ("/dev/shm", "/dev/mqueue")
 
 
 # ------------------------------------------------------------------ cgroups
-class Cgroup:
-    """A per-sandbox cgroup (v1: one dir per controller; v2: one dir)."""
+COMMANDS = "commands"  # child memory cgroup of every exec'd command (see Cgroup.create)
+SERVER = "server"  # v2 only: the tool server's leaf (no processes in a cgroup with controllers below it)
+COMMAND_PROCS_IN_SANDBOX = "/opt/tooldojo/commands.procs"
 
-    def __init__(self, dirs: dict[str, Path], version: int):
+
+def server_reserve_mb(memory_mb: int) -> int:
+    """Memory that commands cannot take from the tool server: a quarter of the limit, at most 32 MiB
+    (the server runs in about 15 MiB)."""
+    return min(32, memory_mb // 4)
+
+
+class Cgroup:
+    """A per-sandbox cgroup (v1: one dir per controller; v2: one dir).
+
+    Memory is split: commands run in a child cgroup capped at the limit minus the server's reserve,
+    the tool server stays outside it. A command's memory and its tmpfs pages are charged to the
+    child, so when commands run out of memory the OOM killer picks among commands only: the
+    server's place does not depend on oom_score_adj, which a command may set back to 0.
+    """
+
+    def __init__(self, dirs: dict[str, Path], version: int, join: dict[str, Path] | None = None,
+                 commands: Path | None = None):
         self.dirs = dirs
         self.version = version
+        self.join = join or dirs  # where the sandbox's first process goes
+        self.commands = commands  # the commands' cgroup.procs (bind-mounted into the sandbox)
 
     @staticmethod
     def version() -> int | None:
@@ -71,6 +91,7 @@ class Cgroup:
     def create(cls, name: str, *, memory_mb: int, pids: int, cpus: float) -> Cgroup:
         v = cls.version()
         mem = str(memory_mb * 1024 * 1024)
+        cmd_mem = str((memory_mb - server_reserve_mb(memory_mb)) * 1024 * 1024)
         period = 100_000
         quota = max(1000, int(cpus * period))
         if v == 2:
@@ -83,7 +104,19 @@ class Cgroup:
             _write(d / "memory.swap.max", "0", optional=True)
             _write(d / "pids.max", str(pids))
             _write(d / "cpu.max", f"{quota} {period}", optional=True)
-            return cls({"unified": d}, 2)
+            cg = cls({"unified": d}, 2)
+            try:
+                (d / SERVER).mkdir()
+                (d / COMMANDS).mkdir()
+                _write(d / "cgroup.subtree_control", "+memory")
+                _write(d / COMMANDS / "memory.max", cmd_mem)
+                _write(d / COMMANDS / "memory.swap.max", "0", optional=True)
+            except OSError:
+                cg.remove()
+                raise
+            cg.join = {"unified": d / SERVER}
+            cg.commands = d / COMMANDS / "cgroup.procs"
+            return cg
         if v == 1:
             dirs = {}
             try:
@@ -100,25 +133,34 @@ class Cgroup:
                 if "cpu" in dirs:
                     _write(dirs["cpu"] / "cpu.cfs_period_us", str(period))
                     _write(dirs["cpu"] / "cpu.cfs_quota_us", str(quota))
+                child = dirs["memory"] / COMMANDS
+                child.mkdir()
+                _write(child / "memory.limit_in_bytes", cmd_mem)
+                _write(child / "memory.memsw.limit_in_bytes", cmd_mem, optional=True)
             except OSError:
                 cls(dirs, 1).remove()
                 raise
-            return cls(dirs, 1)
+            return cls(dirs, 1, commands=dirs["memory"] / COMMANDS / "cgroup.procs")
         raise OSError(2, "no usable cgroup hierarchy")
 
     def procs_files(self) -> list[str]:
-        return [str(d / "cgroup.procs") for d in self.dirs.values()]
+        return [str(d / "cgroup.procs") for d in self.join.values()]
 
     def oom_kills(self) -> int:
-        f = self.dirs["unified"] / "memory.events" if self.version == 2 else self.dirs["memory"] / "memory.oom_control"
-        try:
-            for line in f.read_text().splitlines():
-                k, _, v = line.partition(" ")
-                if k == "oom_kill":
-                    return int(v)
-        except (OSError, ValueError, KeyError):
-            pass
-        return 0
+        if self.version == 2:  # memory.events counts the whole subtree
+            files = [self.dirs["unified"] / "memory.events"]
+        else:  # v1's oom_control counts its own cgroup only: add the commands' child
+            files = [self.dirs["memory"] / "memory.oom_control", self.dirs["memory"] / COMMANDS / "memory.oom_control"]
+        n = 0
+        for f in files:
+            try:
+                for line in f.read_text().splitlines():
+                    k, _, v = line.partition(" ")
+                    if k == "oom_kill":
+                        n += int(v)
+            except (OSError, ValueError, KeyError):
+                pass
+        return n
 
     def remove(self) -> None:
         for d in self.dirs.values():
@@ -142,6 +184,10 @@ def _enable_v2_controllers(parent: Path) -> None:
 
 
 def _rmdir_cgroup(d: Path) -> None:
+    # Children first (the commands' and the server's cgroups), then this one.
+    for child in (COMMANDS, SERVER):
+        if (d / child).is_dir():
+            _rmdir_cgroup(d / child)
     # A cgroup can only go once its last process has been reaped; retry briefly.
     for _ in range(50):
         try:
@@ -246,6 +292,8 @@ def bwrap_available() -> tuple[bool, str]:
 
 def bwrap_argv(cfg: SandboxConfig, server_cfg: dict) -> list[str]:
     lim, hard = cfg.limits, cfg.hardening
+    server_cfg = dict(server_cfg)
+    command_procs_host = server_cfg.pop("command_cgroup_host", None)  # a host path: not for the server
     root = Path(cfg.rootfs) if cfg.rootfs else rootfs_dir()
     use_rootfs = rootfs_ready(root) if not cfg.rootfs else (root / "usr/bin/python3").exists()
     if cfg.rootfs and not use_rootfs:
@@ -281,6 +329,11 @@ def bwrap_argv(cfg: SandboxConfig, server_cfg: dict) -> list[str]:
     for d in SCRATCH:
         argv += ["--perms", "1777", "--size", size, "--tmpfs", d]
     argv += ["--dir", "/opt/tooldojo", "--ro-bind", str(SERVER_SOURCE), SERVER_PATH_IN_IMAGE]
+    if server_cfg.get("command_cgroup"):
+        # The one cgroup file the sandbox may write: the server moves each command into the
+        # commands' cgroup before it runs. A command can move only processes it can name (its own:
+        # a PID namespace of its own), and only into that cgroup.
+        argv += ["--bind", command_procs_host, server_cfg["command_cgroup"]]
     if hard.read_only_root:
         argv += ["--remount-ro", "/"]
     if hard.non_root:
@@ -308,6 +361,7 @@ async def start(cfg: SandboxConfig) -> LocalSandbox:
         cgroup = Cgroup.create(f"{os.getpid()}-{sandbox_id}", memory_mb=lim.memory_mb, pids=lim.pids, cpus=lim.cpus)
     except OSError:
         cgroup = None
+    separated = cfg.hardening.isolate_tool_server
     server_cfg = {
         "workdir": WORKDIR,
         "scratch": list(SCRATCH),
@@ -322,6 +376,8 @@ async def start(cfg: SandboxConfig) -> LocalSandbox:
         "separation": "pid_namespace" if cfg.hardening.isolate_tool_server else None,
         # Without a cgroup the kernel's per-namespace rlimits are our only cap.
         "rlimit_nproc": None if cgroup else lim.pids,
+        "command_cgroup": COMMAND_PROCS_IN_SANDBOX if cgroup and cgroup.commands and separated else None,
+        "command_cgroup_host": str(cgroup.commands) if cgroup and cgroup.commands and separated else None,
         "rlimit_as_bytes": None if cgroup else lim.memory_mb * 1024 * 1024,
     }
     argv = bwrap_argv(cfg, server_cfg)

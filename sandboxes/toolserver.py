@@ -48,6 +48,9 @@ DEFAULTS = {
     "own_pid_namespace": False,
     # Applied to exec'd commands only (the daemon-less backend without cgroups).
     "rlimit_nproc": None,
+    # A cgroup.procs file: each command moves itself there before it runs (local: the commands' own
+    # memory cgroup, so an OOM among commands never picks the server).
+    "command_cgroup": None,
     "rlimit_as_bytes": None,
     "env": {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/workspace", "LANG": "C.UTF-8"},
     "oom_paths": ["/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"],
@@ -499,10 +502,11 @@ class Server:
                 cwd=self._confine(cwd) if cwd else self.cfg["workdir"], env=run_env,
                 start_new_session=True, close_fds=True, preexec_fn=self._child_setup, **ids,
             )
-        except OSError as e:
-            # EAGAIN under a pids limit, ENOENT for a missing program.
+        except (OSError, subprocess.SubprocessError) as e:
+            # EAGAIN under a pids limit, ENOENT for a missing program, a failed preexec step.
+            why = getattr(e, "strerror", None) or str(e)
             return {"exit_code": 127 if isinstance(e, FileNotFoundError) else 126, "stdout_b64": "",
-                    "stderr_b64": base64.b64encode(f"cannot start {argv[0]}: {e.strerror}".encode()).decode(),
+                    "stderr_b64": base64.b64encode(f"cannot start {argv[0]}: {why}".encode()).decode(),
                     "timed_out": False, "truncated": False, "oom_killed": False, "duration_s": 0.0}
         out, err, truncated, timed_out = self._pump(proc, stdin_data, started + float(timeout))
         if timed_out:
@@ -527,6 +531,9 @@ class Server:
         # Our fork inherits the cleared dumpable flag, which leaves /proc/self root-owned; the
         # command gets it back at execve anyway (it holds none of our fds by then: 0-2 are its pipes).
         _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+        if self.cfg["command_cgroup"]:
+            with open(self.cfg["command_cgroup"], "w") as f:
+                f.write("0")  # this process; fails the exec (126) rather than run it beside us
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if self.cfg["rlimit_nproc"]:
             resource.setrlimit(resource.RLIMIT_NPROC, (self.cfg["rlimit_nproc"],) * 2)

@@ -167,3 +167,22 @@ async def test_reset_survives_an_inode_flood(backend):
         left = await sb.exec(["sh", "-c", "ls -A /tmp | wc -l"], timeout=10)
         assert left.stdout.strip() == "0", left
         await assert_honest(sb, r.stdout)
+
+
+async def test_commands_out_of_memory_kill_commands_not_the_server():
+    """local: commands run in a memory cgroup of their own, capped below the sandbox's limit, so
+    whatever they do to their oom_score_adj (a command may set it back to 0), an OOM among them
+    picks among them. Docker has no such split yet (the README says so)."""
+    require("local")
+    async with await open_sandbox(config("local", limits=Limits(memory_mb=128))) as sb:
+        await sb.call_tool("kv_set", {"key": "target", "value": HONEST})
+        r = await sb.exec(["sh", "-c", "grep memory /proc/self/cgroup; grep memory /proc/1/cgroup"], timeout=10)
+        mine, server = r.stdout.split()
+        assert mine != server, f"commands share the tool server's memory cgroup: {r.stdout}"
+        r = await sb.exec(["sh", "-c", "echo 0 > /proc/self/oom_score_adj; "
+                           "for d in /tmp /workspace /dev/shm; do dd if=/dev/zero of=$d/fill bs=1M count=64; done; "
+                           "python3 -c 'b = bytearray(64 << 20)'"], timeout=30)
+        assert r.oom_killed, r
+        await assert_honest(sb, r.stdout + r.stderr)
+        await sb.reset(STATE)
+        assert (await sb.exec("echo again", timeout=10)).stdout == "again\n"
