@@ -39,8 +39,14 @@ WIPED = ("/dev/shm", "/dev/mqueue")
 
 
 # ------------------------------------------------------------------ cgroups
+# The host uid a local sandbox runs as when its owner is root: bwrap started by root maps the
+# sandbox's uid 65534 to host root, and then the server's /proc knobs (owned by root once it is
+# non-dumpable), host root's keyrings and any cgroupfs a command mounted were the command's. Not a
+# uid docker's sandboxes use (65533/65534) nor a login's.
+HOST_UID = 65520
+STAGE_DIR = Path(tempfile.gettempdir()) / "tooldojo-stage"
+BIND_OPS = ("--ro-bind", "--ro-bind-try", "--bind")
 COMMANDS = "commands"  # child memory cgroup of every exec'd command (see Cgroup.create)
-SERVER = "server"  # v2 only: the tool server's leaf (no processes in a cgroup with controllers below it)
 COMMAND_PROCS_IN_SANDBOX = "/opt/tooldojo/commands.procs"
 
 
@@ -53,7 +59,7 @@ def server_reserve_mb(memory_mb: int) -> int:
 class Cgroup:
     """A per-sandbox cgroup (v1: one dir per controller; v2: one dir).
 
-    Memory is split: commands run in a child cgroup capped at the limit minus the server's reserve,
+    Memory is split (v1): commands run in a child cgroup capped at the limit minus the server's reserve,
     the tool server stays outside it. A command's memory and its tmpfs pages are charged to the
     child, so when commands run out of memory the OOM killer picks among commands only: the
     server's place does not depend on oom_score_adj, which a command may set back to 0.
@@ -104,19 +110,9 @@ class Cgroup:
             _write(d / "memory.swap.max", "0", optional=True)
             _write(d / "pids.max", str(pids))
             _write(d / "cpu.max", f"{quota} {period}", optional=True)
-            cg = cls({"unified": d}, 2)
-            try:
-                (d / SERVER).mkdir()
-                (d / COMMANDS).mkdir()
-                _write(d / "cgroup.subtree_control", "+memory")
-                _write(d / COMMANDS / "memory.max", cmd_mem)
-                _write(d / COMMANDS / "memory.swap.max", "0", optional=True)
-            except OSError:
-                cg.remove()
-                raise
-            cg.join = {"unified": d / SERVER}
-            cg.commands = d / COMMANDS / "cgroup.procs"
-            return cg
+            # No commands' cgroup on v2 yet: bwrap's cgroup namespace is rooted at the server's
+            # cgroup, and v2 refuses a migration whose common ancestor lies outside it.
+            return cls({"unified": d}, 2)
         if v == 1:
             dirs = {}
             try:
@@ -147,7 +143,7 @@ class Cgroup:
         return [str(d / "cgroup.procs") for d in self.join.values()]
 
     def oom_kills(self) -> int:
-        if self.version == 2:  # memory.events counts the whole subtree
+        if self.version == 2:
             files = [self.dirs["unified"] / "memory.events"]
         else:  # v1's oom_control counts its own cgroup only: add the commands' child
             files = [self.dirs["memory"] / "memory.oom_control", self.dirs["memory"] / COMMANDS / "memory.oom_control"]
@@ -185,9 +181,8 @@ def _enable_v2_controllers(parent: Path) -> None:
 
 def _rmdir_cgroup(d: Path) -> None:
     # Children first (the commands' and the server's cgroups), then this one.
-    for child in (COMMANDS, SERVER):
-        if (d / child).is_dir():
-            _rmdir_cgroup(d / child)
+    if (d / COMMANDS).is_dir():
+        _rmdir_cgroup(d / COMMANDS)
     # A cgroup can only go once its last process has been reaped; retry briefly.
     for _ in range(50):
         try:
@@ -278,7 +273,14 @@ class LocalSandbox(Sandbox):
                 await anyio.to_thread.run_sync(self.cgroup.remove)
 
     def host_pid(self) -> int:
-        return self._transport.proc.pid  # type: ignore[attr-defined]
+        """The tool server's pid on the host. An unprivileged bwrap (HOST_UID) stays outside the
+        sandbox as its monitor, with the server as its only child; as root it became the server."""
+        pid = self._transport.proc.pid  # type: ignore[attr-defined]
+        try:
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:
+            return pid
+        return int(children[0]) if len(children) == 1 else pid
 
 
 def bwrap_available() -> tuple[bool, str]:
@@ -381,6 +383,11 @@ async def start(cfg: SandboxConfig) -> LocalSandbox:
         "rlimit_as_bytes": None if cgroup else lim.memory_mb * 1024 * 1024,
     }
     argv = bwrap_argv(cfg, server_cfg)
+    stage: list[tuple[str, str]] = []
+    if os.geteuid() == 0:
+        argv, stage = _staged(argv)
+        if cgroup is not None and cgroup.commands is not None:
+            os.chown(cgroup.commands, HOST_UID, HOST_UID)  # the server moves commands there
     # bwrap reads its arguments from a pipe, so host paths never show up in
     # the sandbox's /proc/1/cmdline.
     seccomp_r = None
@@ -397,6 +404,8 @@ async def start(cfg: SandboxConfig) -> LocalSandbox:
     os.write(args_w, b"".join(a.encode() + b"\0" for a in argv[1:split]))
     os.close(args_w)
     argv = [shutil.which("bwrap") or "bwrap", "--args", str(args_r), *argv[split:]]
+    if stage:
+        argv = _unprivileged(argv, stage)
     if cgroup is not None:
         # Join the cgroup before exec'ing bwrap so every sandbox process is counted.
         join = " ".join(f"&& echo $$ > {shlex.quote(p)}" for p in cgroup.procs_files())
@@ -430,6 +439,44 @@ async def start(cfg: SandboxConfig) -> LocalSandbox:
             raise SandboxStartError(f"local sandbox did not come up: {e} {diag}".strip()) from None
         raise
     return sb
+
+
+def _staged(argv: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """Every bind source of `argv` renamed to a slot under STAGE_DIR; returns (argv, [(source, slot)]).
+    bwrap without privileges resolves sources by path as HOST_UID, which cannot enter root's 0700 home
+    where the rootfs lives; root mounts each source on its slot first (see _unprivileged)."""
+    out, stage = list(argv), []
+    split = out.index("--")
+    i = 0
+    while i < split:
+        if out[i] in BIND_OPS:
+            src = out[i + 1]
+            slot = str(STAGE_DIR / str(len(stage)))
+            stage.append((src, slot))
+            out[i + 1] = slot
+            i += 3
+        else:
+            i += 1
+    return out, stage
+
+
+def _unprivileged(argv: list[str], stage: list[tuple[str, str]]) -> list[str]:
+    """`argv` (bwrap ...) run as HOST_UID: root, in a private mount namespace of its own, mounts a small
+    tmpfs on STAGE_DIR, binds each source on its slot, then drops to HOST_UID with no capabilities
+    (bounding set included) and execs bwrap, which makes its user namespace unprivileged."""
+    STAGE_DIR.mkdir(mode=0o755, exist_ok=True)
+    st = os.lstat(STAGE_DIR)
+    if st.st_uid != 0 or not os.path.isdir(STAGE_DIR) or os.path.islink(STAGE_DIR):
+        raise SandboxStartError(f"{STAGE_DIR} must be a directory owned by root")
+    q = shlex.quote
+    steps = [f"mount -t tmpfs -o mode=0755,size=64k tooldojo-stage {q(str(STAGE_DIR))}"]
+    for src, slot in stage:
+        make = f"mkdir {q(slot)}" if os.path.isdir(src) else f": > {q(slot)}"
+        steps.append(f"if [ -e {q(src)} ]; then {make} && mount --bind {q(src)} {q(slot)}; fi")
+    uid = str(HOST_UID)
+    script = " && ".join(steps) + f' && exec setpriv --reuid={uid} --regid={uid} --clear-groups ' \
+        '--inh-caps=-all --bounding-set=-all -- "$@"'
+    return ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script, "sh", *argv]
 
 
 def gc(everything: bool = False) -> list[str]:

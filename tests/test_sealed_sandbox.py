@@ -73,6 +73,23 @@ async def test_a_process_left_behind_cannot_write_into_later_commands(honest_sb)
 
 
 # ---------------------------------------------------------------- items 1 and 2
+async def test_no_sandbox_process_is_host_root(honest_sb):
+    """local ran bwrap as host root, so uid 65534 inside was uid 0 outside: a command could write the
+    tool server's /proc knobs (oom_score_adj, autogroup) and read host root's keyrings in /proc/keys."""
+    from pathlib import Path
+
+    sb = honest_sb
+    status = Path(f"/proc/{sb.host_pid()}/status").read_text()
+    uids = next(line.split()[1:] for line in status.splitlines() if line.startswith("Uid:"))
+    assert "0" not in uids, f"the tool server runs as host uid {uids}"
+    r = await sb.exec(["sh", "-c", "for k in oom_score_adj autogroup coredump_filter clear_refs; do "
+                       "(echo 1 > /proc/1/$k) 2>/dev/null && echo WROTE $k; done; "
+                       "wc -l < /proc/keys 2>/dev/null || echo 0"], timeout=10)
+    assert "WROTE" not in r.stdout, r
+    assert r.stdout.split()[-1] == "0", f"host keyrings visible: {r}"
+    await assert_honest(sb, r.stdout)
+
+
 LOCAL_REFUSED = ["io_uring_setup", "userfaultfd", "perf_event_open", "keyctl", "add_key", "unshare", "open_tree",
                  "kcmp", "move_pages", "memfd_secret"]
 # docker 20.10's default profile (the engine's, not ours) still allows io_uring_* and memfd_secret.
