@@ -10,12 +10,11 @@ program was built for is killed, and so is the x32 ABI on x86_64 (its syscall nu
 every check).
 
 The list is at least docker's default profile (moby profiles/seccomp/default.json) for a process
-without CAP_SYS_ADMIN/SYS_PTRACE/SYS_NICE/SYS_MODULE..., plus io_uring_* (docker 20.10 allows them)
-and memfd_secret. Two differences, both gated by capabilities no command holds: `mount` and
-unshare(CLONE_NEWNS|CLONE_NEWPID) stay allowed, because the tool server's own helper
-(`unshare --pid --mount --mount-proc`) needs them to give each command a PID namespace and a /proc
-of its own; commands run with every capability dropped and cannot make a user namespace to get
-them back, so the kernel refuses them the same calls.
+without CAP_SYS_ADMIN/SYS_PTRACE/SYS_NICE/SYS_MODULE..., plus io_uring_* and memfd_secret (docker
+20.10 allows both). One difference, gated by a capability no command holds: unshare(CLONE_NEWPID)
+stays allowed, because the tool server's own helper (`unshare --pid`) gives each command a PID
+namespace of its own with it; commands run with every capability dropped and cannot make a user
+namespace to get CAP_SYS_ADMIN back, so the kernel refuses them the call.
 """
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 # surface docker also refuses (bpf, perf_event_open, userfaultfd, keyrings, kcmp, file handles,
 # NUMA page moves, io_uring, memfd_secret, fanotify).
 DENIED = (
-    "acct add_key bpf chroot clock_adjtime clock_settime create_module delete_module fanotify_init "
+    "acct add_key bpf chroot mount clock_adjtime clock_settime create_module delete_module fanotify_init "
     "finit_module fsconfig fsmount fsopen fspick get_kernel_syms init_module io_uring_enter "
     "io_uring_register io_uring_setup ioperm iopl kcmp kexec_file_load kexec_load keyctl lookup_dcookie "
     "mbind memfd_secret migrate_pages mount_setattr move_mount move_pages name_to_handle_at nfsservctl "
@@ -42,10 +41,10 @@ DENIED = (
     "swapoff swapon _sysctl syslog umount2 uselib userfaultfd ustat vhangup"
 ).split()
 
-# fmt: off
+# fmt: off  (asm/unistd_64.h and asm-generic/unistd.h)
 NUMBERS = {
     "x86_64": dict(
-        acct=163, add_key=248, bpf=321, chroot=161, clock_adjtime=305, clock_settime=227, create_module=174,
+        acct=163, add_key=248, mount=165, bpf=321, chroot=161, clock_adjtime=305, clock_settime=227, create_module=174,
         delete_module=176, fanotify_init=300, finit_module=313, fsconfig=431, fsmount=432, fsopen=430,
         fspick=433, get_kernel_syms=177, init_module=175, io_uring_enter=426, io_uring_register=427,
         io_uring_setup=425, ioperm=173, iopl=172, kcmp=312, kexec_file_load=320, kexec_load=246, keyctl=250,
@@ -58,7 +57,7 @@ NUMBERS = {
         unshare=272, clone=56, clone3=435, personality=135,
     ),
     "aarch64": dict(
-        acct=89, add_key=217, bpf=280, chroot=51, clock_adjtime=266, clock_settime=112, delete_module=106,
+        acct=89, add_key=217, mount=40, bpf=280, chroot=51, clock_adjtime=266, clock_settime=112, delete_module=106,
         fanotify_init=262, finit_module=273, fsconfig=431, fsmount=432, fsopen=430, fspick=433,
         init_module=105, io_uring_enter=426, io_uring_register=427, io_uring_setup=425, kcmp=272,
         kexec_file_load=294, kexec_load=104, keyctl=219, lookup_dcookie=18, mbind=235, memfd_secret=447,
@@ -74,8 +73,9 @@ NUMBERS = {
 
 CLONE_NEWTIME, CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS = 0x80, 0x20000, 0x02000000, 0x04000000
 CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x08000000, 0x10000000, 0x20000000, 0x40000000
-# Namespaces no process in the sandbox may make (the server's helper needs only NEWPID and NEWNS).
-UNSHARE_DENIED = CLONE_NEWUSER | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWTIME
+# Namespaces no process in the sandbox may make (the server's helper needs only NEWPID).
+UNSHARE_DENIED = (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET
+                  | CLONE_NEWTIME)
 CLONE_DENIED = UNSHARE_DENIED & ~CLONE_NEWTIME  # for clone(2) 0x80 is part of the exit signal
 # personality(2) values docker's profile allows (PER_LINUX, UNAME26, ADDR_NO_RANDOMIZE..., query).
 PERSONALITY_OK = (0x0, 0x8, 0x20000, 0x20008, 0xFFFFFFFF)

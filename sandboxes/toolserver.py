@@ -19,6 +19,7 @@ import base64
 import copy
 import ctypes
 import inspect
+import itertools
 import json
 import os
 import resource
@@ -683,7 +684,7 @@ class Server:
             _wipe(root)
             try:
                 with os.scandir(root) as it:
-                    rest = [e.name for _, e in zip(range(3), it)]
+                    rest = [e.name for e in itertools.islice(it, 3)]
             except OSError as e:
                 rest = [f"({e.strerror})"]
             if rest:
