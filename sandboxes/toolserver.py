@@ -19,7 +19,6 @@ import base64
 import copy
 import ctypes
 import inspect
-import itertools
 import json
 import os
 import resource
@@ -679,16 +678,8 @@ class Server:
         """Empty every scratch and wiped dir; what could not be removed, as messages."""
         left = []
         for root in list(self.cfg["scratch"]) + list(self.cfg["wiped"]):
-            if not os.path.isdir(root):
-                continue
-            _wipe(root)
-            try:
-                with os.scandir(root) as it:
-                    rest = [e.name for e in itertools.islice(it, 3)]
-            except OSError as e:
-                rest = [f"({e.strerror})"]
-            if rest:
-                left.append(f"{root} still holds {rest}")
+            if not _wipe(root):
+                left.append(f"{root} could not be emptied")
         return left
 
     def _clear_ipc(self) -> list[str]:
@@ -696,10 +687,12 @@ class Server:
         namespace (POSIX queues and shm live in the wiped /dev/mqueue and /dev/shm)."""
         left = []
         for kind, fn, extra in (("shm", "shmctl", ()), ("msg", "msgctl", ()), ("sem", "semctl", (0,))):
+            if _sysv_in_use(kind) == 0:
+                continue
             ids = _sysv_ids(kind)
             for ipc_id in ids:
                 getattr(_libc, fn)(ipc_id, *extra, 0, None)  # IPC_RMID
-            rest = _sysv_ids(kind)
+            rest = _sysv_ids(kind) if ids else []
             if rest:
                 left.append(f"System V {kind} ids {rest[:3]} remain")
         return left
@@ -717,28 +710,38 @@ class Server:
         return 0
 
 
-def _wipe(root: str) -> None:
+def _wipe(root: str) -> bool:
     """Empty `root` without following a link and without holding a listing in memory (an inode
     flood of a million names must not kill the server that cleans it up): depth first through
     directory fds, each directory made 0700 before it is entered (a command may leave 000 or 555
-    dirs), entries unlinked as the directory is read."""
+    dirs), entries unlinked as the directory is read. True when `root` is empty (or absent) after."""
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
     try:
         top = os.open(root, flags)
+    except FileNotFoundError:
+        return True
+    except PermissionError:  # a command made its scratch root 000 (local: the root is its uid's)
+        try:
+            os.chmod(root, 0o1777)
+            top = os.open(root, flags)
+        except OSError:
+            return False
     except OSError:
-        return
+        return False
     seen = set()  # (dev, ino) of dirs entered: one that cannot be emptied is not entered again
     stack = [(top, None)]  # (dir fd, its name in the parent)
+    clean = True
     try:
         while stack:
             fd, _ = stack[-1]
-            child = None
+            child, stuck = None, False
             with os.scandir(fd) as it:
                 for e in it:
                     try:
                         if e.is_dir(follow_symlinks=False):
                             st = e.stat(follow_symlinks=False)
                             if (st.st_dev, st.st_ino) in seen:
+                                stuck = True  # entered before and still there
                                 continue
                             seen.add((st.st_dev, st.st_ino))
                             os.chmod(e.name, 0o700, dir_fd=fd)  # no command runs now: still a dir
@@ -746,20 +749,38 @@ def _wipe(root: str) -> None:
                             break
                         os.unlink(e.name, dir_fd=fd)
                     except OSError:
-                        pass
+                        stuck = True
             if child is not None:
                 stack.append(child)
                 continue
             fd, name = stack.pop()
             os.close(fd)
-            if stack and name is not None:
+            if not stack:
+                clean = not stuck
+            elif name is not None:
                 try:
                     os.rmdir(name, dir_fd=stack[-1][0])
                 except OSError:
-                    pass
+                    pass  # the parent's next pass finds it again, and is stuck
     finally:
         for fd, _ in stack:
             os.close(fd)
+    return clean
+
+
+# IPC_INFO-style counts: (ctl function, command, index of the "objects in use" int in its struct).
+SYSV_COUNTS = {"shm": ("shmctl", 14, 0), "msg": ("msgctl", 12, 0), "sem": ("semctl", 19, 7)}
+
+
+def _sysv_in_use(kind: str) -> int:
+    """How many objects of a kind exist (SHM_INFO used_ids, MSG_INFO msgpool, SEM_INFO semusz): one
+    syscall, so a reset reads /proc/sysvipc only when there is something to remove."""
+    fn, cmd, index = SYSV_COUNTS[kind]
+    buf = (ctypes.c_int * 32)()
+    args = (0, 0, cmd, buf) if fn == "semctl" else (0, cmd, buf)
+    if getattr(_libc, fn)(*args) < 0:
+        return -1  # unknown: look
+    return buf[index]
 
 
 def _sysv_ids(kind: str) -> list[int]:
