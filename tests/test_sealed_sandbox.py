@@ -2,8 +2,13 @@
 same rules: attacks through the public API only (scripts in tests/sandbox_attacks.py), judged by
 what the tool server and a later command see afterwards, never by what the attack printed.
 
-Run against main at ef8ae07 (before the fix) the tests marked below failed; the rest held there
-already (the note on issue 29 lists each with its result).
+Run against main's sandboxes at ef8ae07 (before the fix), 12 of 19 failed: local's helpers found by
+the caller's PATH (the fake `unshare` froze and interrupted the server), unchecked env names, a
+leftover writing into a later command's stdout (docker), a host-root sandbox (local), no seccomp
+(local), a user namespace mounting cgroupfs (local), uncapped /dev (local) and docker's 64 MiB
+/dev/shm, reset leaving 000/555 dirs, /dev/shm, IPC (both), commands in the server's memory cgroup
+(local). Held there already: the PATH trap, seccomp and user namespaces on docker (no helper, the
+engine's profile), leftovers on local (their PID namespace), the inode flood on both.
 """
 
 from __future__ import annotations
