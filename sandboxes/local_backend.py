@@ -183,8 +183,10 @@ def _rmdir_cgroup(d: Path) -> None:
     # Children first (the commands' and the server's cgroups), then this one.
     if (d / COMMANDS).is_dir():
         _rmdir_cgroup(d / COMMANDS)
-    # A cgroup can only go once its last process has been reaped; retry briefly.
-    for _ in range(50):
+    # A cgroup can only go once its last process has been reaped; retry briefly (up to 5 s: a command
+    # killed with hundreds of MiB of tmpfs or an inode flood behind it takes a while to exit on a
+    # loaded machine; gc() sweeps what still stays).
+    for _ in range(250):
         try:
             d.rmdir()
             return
