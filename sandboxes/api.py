@@ -245,8 +245,9 @@ class Sandbox(ABC):
     ) -> ExecResult:
         """Run a shell command (str) or argv (list) inside the sandbox.
 
-        On timeout every process the command started is killed inside the
-        sandbox and `timed_out` is set; output beyond the cap sets `truncated`.
+        When it returns, every process the command started is gone (nothing outlives its exec to
+        reach a later command); on timeout that happens early and `timed_out` is set. `env` reaches
+        the command only, never the tool server's helpers. Output beyond the cap sets `truncated`.
         """
         if timeout <= 0:
             raise ValueError("timeout must be > 0 seconds")

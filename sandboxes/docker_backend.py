@@ -142,6 +142,8 @@ def _server_config(cfg: SandboxConfig) -> dict[str, Any]:
     return {
         "workdir": WORKDIR,
         "scratch": list(SCRATCH),
+        # Docker's own /dev/shm (shm_size) and the IPC namespace's /dev/mqueue: emptied on reset.
+        "wiped": ["/dev/shm", "/dev/mqueue"],
         "max_output_bytes": lim.max_output_bytes,
         "max_request_bytes": lim.max_request_bytes,
         "max_file_bytes": lim.max_file_bytes,
@@ -176,6 +178,7 @@ def container_kwargs(cfg: SandboxConfig, name: str) -> dict[str, Any]:
         mem_limit=f"{lim.memory_mb}m",
         memswap_limit=f"{lim.memory_mb}m",
         pids_limit=lim.pids,
+        shm_size=f"{lim.scratch_mb}m",  # docker's 64 MiB default otherwise: every writable tmpfs has our cap
         nano_cpus=int(lim.cpus * 1e9),
         network_mode="bridge" if hard.network else "none",
         read_only=hard.read_only_root,
@@ -183,8 +186,8 @@ def container_kwargs(cfg: SandboxConfig, name: str) -> dict[str, Any]:
     )
     if hard.drop_capabilities:
         kw["cap_drop"] = ["ALL"]
-    if hard.no_new_privileges:
-        kw["security_opt"] = ["no-new-privileges"]
+    kw["security_opt"] = (["no-new-privileges"] if hard.no_new_privileges else []) + \
+        ([] if hard.seccomp else ["seccomp=unconfined"])
     kw["user"] = "65534:65534" if hard.non_root else "0:0"
     if separation(cfg) == "uid":
         # Root only for the tool server's first instructions: on its way to uid 65533, before it reads
@@ -249,7 +252,7 @@ def _create_args(c, cfg: SandboxConfig, name: str) -> dict[str, Any]:
     """container_kwargs mapped onto the low-level API (create_host_config)."""
     kw = container_kwargs(cfg, name)
     host_keys = {
-        "auto_remove", "tmpfs", "mem_limit", "memswap_limit", "pids_limit", "nano_cpus",
+        "auto_remove", "tmpfs", "mem_limit", "memswap_limit", "pids_limit", "nano_cpus", "shm_size",
         "network_mode", "read_only", "cap_drop", "cap_add", "security_opt", "log_config",
     }
     host = {k: kw.pop(k) for k in list(kw) if k in host_keys}

@@ -162,6 +162,8 @@ def pod_template(cfg: SandboxConfig, opts: KubernetesOptions, image: str, *, idl
         "volumeMounts": [
             {"name": "workspace", "mountPath": SCRATCH[0]},
             {"name": "tmp", "mountPath": SCRATCH[1]},
+            # The runtime's own /dev/shm is 64 MiB whatever our limits: every writable tmpfs gets our cap.
+            {"name": "shm", "mountPath": "/dev/shm"},
             {"name": "toolserver", "mountPath": TOOLSERVER_DIR, "readOnly": True},
         ],
     }
@@ -177,6 +179,7 @@ def pod_template(cfg: SandboxConfig, opts: KubernetesOptions, image: str, *, idl
         "volumes": [
             {"name": "workspace", "emptyDir": {"medium": "Memory", "sizeLimit": f"{lim.scratch_mb}Mi"}},
             {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": f"{lim.scratch_mb}Mi"}},
+            {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{lim.scratch_mb}Mi"}},
             {"name": "toolserver", "configMap": {"name": toolserver_configmap_name(), "defaultMode": 0o444}},
         ],
     }
@@ -575,7 +578,8 @@ def separation(cfg: SandboxConfig, opts: KubernetesOptions) -> str | None:
 
 def server_config(cfg: SandboxConfig, opts: KubernetesOptions | None = None) -> dict[str, Any]:
     lim = cfg.limits
-    return {"workdir": WORKDIR, "scratch": list(SCRATCH), "max_output_bytes": lim.max_output_bytes,
+    return {"workdir": WORKDIR, "scratch": list(SCRATCH), "wiped": ["/dev/shm", "/dev/mqueue"],
+            "max_output_bytes": lim.max_output_bytes,
             "max_request_bytes": lim.max_request_bytes, "max_file_bytes": lim.max_file_bytes,
             "own_pid_namespace": cfg.hardening.kill_on_timeout, "env": dict(ENV),
             "separation": separation(cfg, opts or options(cfg))}

@@ -24,7 +24,7 @@ from pathlib import Path
 import anyio
 import anyio.abc
 
-from sandboxes import owner
+from sandboxes import owner, seccomp
 from sandboxes.api import SCRATCH, WORKDIR, Sandbox, Transport
 from sandboxes.errors import BackendUnavailable, SandboxDead, SandboxStartError
 from sandboxes.image import SERVER_PATH_IN_IMAGE, SERVER_SOURCE, rootfs_dir, rootfs_ready
@@ -33,15 +33,44 @@ from sandboxes.models import SandboxConfig
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": WORKDIR, "LANG": "C.UTF-8"}
 GROUP = "tooldojo"
+SECCOMP_FD_PLACEHOLDER = "{seccomp_fd}"  # bwrap_argv is pure; start() swaps in the pipe it opens
+# Emptied on reset beside the scratch dirs, but never a target of write_file.
+WIPED = ("/dev/shm", "/dev/mqueue")
 
 
 # ------------------------------------------------------------------ cgroups
-class Cgroup:
-    """A per-sandbox cgroup (v1: one dir per controller; v2: one dir)."""
+# The host uid a local sandbox runs as when its owner is root: bwrap started by root maps the
+# sandbox's uid 65534 to host root, and then the server's /proc knobs (owned by root once it is
+# non-dumpable), host root's keyrings and any cgroupfs a command mounted were the command's. Not a
+# uid docker's sandboxes use (65533/65534) nor a login's.
+HOST_UID = 65520
+STAGE_DIR = Path(tempfile.gettempdir()) / "tooldojo-stage"
+BIND_OPS = ("--ro-bind", "--ro-bind-try", "--bind")
+COMMANDS = "commands"  # child memory cgroup of every exec'd command (see Cgroup.create)
+COMMAND_PROCS_IN_SANDBOX = "/opt/tooldojo/commands.procs"
 
-    def __init__(self, dirs: dict[str, Path], version: int):
+
+def server_reserve_mb(memory_mb: int) -> int:
+    """Memory that commands cannot take from the tool server: a quarter of the limit, at most 32 MiB
+    (the server runs in about 15 MiB)."""
+    return min(32, memory_mb // 4)
+
+
+class Cgroup:
+    """A per-sandbox cgroup (v1: one dir per controller; v2: one dir).
+
+    Memory is split (v1): commands run in a child cgroup capped at the limit minus the server's reserve,
+    the tool server stays outside it. A command's memory and its tmpfs pages are charged to the
+    child, so when commands run out of memory the OOM killer picks among commands only: the
+    server's place does not depend on oom_score_adj, which a command may set back to 0.
+    """
+
+    def __init__(self, dirs: dict[str, Path], version: int, join: dict[str, Path] | None = None,
+                 commands: Path | None = None):
         self.dirs = dirs
         self.version = version
+        self.join = join or dirs  # where the sandbox's first process goes
+        self.commands = commands  # the commands' cgroup.procs (bind-mounted into the sandbox)
 
     @staticmethod
     def version() -> int | None:
@@ -68,6 +97,7 @@ class Cgroup:
     def create(cls, name: str, *, memory_mb: int, pids: int, cpus: float) -> Cgroup:
         v = cls.version()
         mem = str(memory_mb * 1024 * 1024)
+        cmd_mem = str((memory_mb - server_reserve_mb(memory_mb)) * 1024 * 1024)
         period = 100_000
         quota = max(1000, int(cpus * period))
         if v == 2:
@@ -80,6 +110,8 @@ class Cgroup:
             _write(d / "memory.swap.max", "0", optional=True)
             _write(d / "pids.max", str(pids))
             _write(d / "cpu.max", f"{quota} {period}", optional=True)
+            # No commands' cgroup on v2 yet: bwrap's cgroup namespace is rooted at the server's
+            # cgroup, and v2 refuses a migration whose common ancestor lies outside it.
             return cls({"unified": d}, 2)
         if v == 1:
             dirs = {}
@@ -97,25 +129,34 @@ class Cgroup:
                 if "cpu" in dirs:
                     _write(dirs["cpu"] / "cpu.cfs_period_us", str(period))
                     _write(dirs["cpu"] / "cpu.cfs_quota_us", str(quota))
+                child = dirs["memory"] / COMMANDS
+                child.mkdir()
+                _write(child / "memory.limit_in_bytes", cmd_mem)
+                _write(child / "memory.memsw.limit_in_bytes", cmd_mem, optional=True)
             except OSError:
                 cls(dirs, 1).remove()
                 raise
-            return cls(dirs, 1)
+            return cls(dirs, 1, commands=dirs["memory"] / COMMANDS / "cgroup.procs")
         raise OSError(2, "no usable cgroup hierarchy")
 
     def procs_files(self) -> list[str]:
-        return [str(d / "cgroup.procs") for d in self.dirs.values()]
+        return [str(d / "cgroup.procs") for d in self.join.values()]
 
     def oom_kills(self) -> int:
-        f = self.dirs["unified"] / "memory.events" if self.version == 2 else self.dirs["memory"] / "memory.oom_control"
-        try:
-            for line in f.read_text().splitlines():
-                k, _, v = line.partition(" ")
-                if k == "oom_kill":
-                    return int(v)
-        except (OSError, ValueError, KeyError):
-            pass
-        return 0
+        if self.version == 2:
+            files = [self.dirs["unified"] / "memory.events"]
+        else:  # v1's oom_control counts its own cgroup only: add the commands' child
+            files = [self.dirs["memory"] / "memory.oom_control", self.dirs["memory"] / COMMANDS / "memory.oom_control"]
+        n = 0
+        for f in files:
+            try:
+                for line in f.read_text().splitlines():
+                    k, _, v = line.partition(" ")
+                    if k == "oom_kill":
+                        n += int(v)
+            except (OSError, ValueError, KeyError):
+                pass
+        return n
 
     def remove(self) -> None:
         for d in self.dirs.values():
@@ -139,8 +180,13 @@ def _enable_v2_controllers(parent: Path) -> None:
 
 
 def _rmdir_cgroup(d: Path) -> None:
-    # A cgroup can only go once its last process has been reaped; retry briefly.
-    for _ in range(50):
+    # Children first (the commands' and the server's cgroups), then this one.
+    if (d / COMMANDS).is_dir():
+        _rmdir_cgroup(d / COMMANDS)
+    # A cgroup can only go once its last process has been reaped; retry briefly (up to 5 s: a command
+    # killed with hundreds of MiB of tmpfs or an inode flood behind it takes a while to exit on a
+    # loaded machine; gc() sweeps what still stays).
+    for _ in range(250):
         try:
             d.rmdir()
             return
@@ -229,7 +275,14 @@ class LocalSandbox(Sandbox):
                 await anyio.to_thread.run_sync(self.cgroup.remove)
 
     def host_pid(self) -> int:
-        return self._transport.proc.pid  # type: ignore[attr-defined]
+        """The tool server's pid on the host. An unprivileged bwrap (HOST_UID) stays outside the
+        sandbox as its monitor, with the server as its only child; as root it became the server."""
+        pid = self._transport.proc.pid  # type: ignore[attr-defined]
+        try:
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:
+            return pid
+        return int(children[0]) if len(children) == 1 else pid
 
 
 def bwrap_available() -> tuple[bool, str]:
@@ -243,6 +296,8 @@ def bwrap_available() -> tuple[bool, str]:
 
 def bwrap_argv(cfg: SandboxConfig, server_cfg: dict) -> list[str]:
     lim, hard = cfg.limits, cfg.hardening
+    server_cfg = dict(server_cfg)
+    command_procs_host = server_cfg.pop("command_cgroup_host", None)  # a host path: not for the server
     root = Path(cfg.rootfs) if cfg.rootfs else rootfs_dir()
     use_rootfs = rootfs_ready(root) if not cfg.rootfs else (root / "usr/bin/python3").exists()
     if cfg.rootfs and not use_rootfs:
@@ -269,10 +324,20 @@ def bwrap_argv(cfg: SandboxConfig, server_cfg: dict) -> list[str]:
         # The host's /etc holds secrets and config; expose only what python needs.
         for f in ("passwd", "group", "ld.so.cache", "localtime", "nsswitch.conf"):
             argv += ["--ro-bind-try", f"/etc/{f}", f"/etc/{f}"]
-    argv += ["--proc", "/proc", "--dev", "/dev"]
+    size = str(lim.scratch_mb * 1024 * 1024)
+    # /dev is bwrap's own tmpfs, with no size cap: a command wrote 240 MiB there and the next tool
+    # call died of it. So /dev goes read-only, with a size-capped /dev/shm (POSIX shm and semaphores)
+    # and the IPC namespace's own mqueue fs mounted on it first (reset empties both).
+    argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", size, "--tmpfs", "/dev/shm",
+             "--mqueue", "/dev/mqueue", "--remount-ro", "/dev"]
     for d in SCRATCH:
-        argv += ["--perms", "1777", "--size", str(lim.scratch_mb * 1024 * 1024), "--tmpfs", d]
+        argv += ["--perms", "1777", "--size", size, "--tmpfs", d]
     argv += ["--dir", "/opt/tooldojo", "--ro-bind", str(SERVER_SOURCE), SERVER_PATH_IN_IMAGE]
+    if server_cfg.get("command_cgroup"):
+        # The one cgroup file the sandbox may write: the server moves each command into the
+        # commands' cgroup before it runs. A command can move only processes it can name (its own:
+        # a PID namespace of its own), and only into that cgroup.
+        argv += ["--bind", command_procs_host, server_cfg["command_cgroup"]]
     if hard.read_only_root:
         argv += ["--remount-ro", "/"]
     if hard.non_root:
@@ -283,6 +348,8 @@ def bwrap_argv(cfg: SandboxConfig, server_cfg: dict) -> list[str]:
         # Capabilities of the sandbox's own user namespace, for `unshare --pid` (a PID namespace per
         # command); setpriv drops them, bounding set included, before the command runs.
         argv += ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP"]
+    if hard.seccomp:
+        argv += ["--seccomp", SECCOMP_FD_PLACEHOLDER]
     argv += ["--chdir", WORKDIR, "--", "python3", "-I", "-u", SERVER_PATH_IN_IMAGE, json.dumps(server_cfg)]
     return argv
 
@@ -298,9 +365,11 @@ async def start(cfg: SandboxConfig) -> LocalSandbox:
         cgroup = Cgroup.create(f"{os.getpid()}-{sandbox_id}", memory_mb=lim.memory_mb, pids=lim.pids, cpus=lim.cpus)
     except OSError:
         cgroup = None
+    separated = cfg.hardening.isolate_tool_server
     server_cfg = {
         "workdir": WORKDIR,
         "scratch": list(SCRATCH),
+        "wiped": list(WIPED),
         "max_output_bytes": lim.max_output_bytes,
         "max_request_bytes": lim.max_request_bytes,
         "max_file_bytes": lim.max_file_bytes,
@@ -311,16 +380,34 @@ async def start(cfg: SandboxConfig) -> LocalSandbox:
         "separation": "pid_namespace" if cfg.hardening.isolate_tool_server else None,
         # Without a cgroup the kernel's per-namespace rlimits are our only cap.
         "rlimit_nproc": None if cgroup else lim.pids,
+        "command_cgroup": COMMAND_PROCS_IN_SANDBOX if cgroup and cgroup.commands and separated else None,
+        "command_cgroup_host": str(cgroup.commands) if cgroup and cgroup.commands and separated else None,
         "rlimit_as_bytes": None if cgroup else lim.memory_mb * 1024 * 1024,
     }
     argv = bwrap_argv(cfg, server_cfg)
+    stage: list[tuple[str, str]] = []
+    if os.geteuid() == 0:
+        argv, stage = _staged(argv)
+        if cgroup is not None and cgroup.commands is not None:
+            os.chown(cgroup.commands, HOST_UID, HOST_UID)  # the server moves commands there
     # bwrap reads its arguments from a pipe, so host paths never show up in
     # the sandbox's /proc/1/cmdline.
+    seccomp_r = None
+    if SECCOMP_FD_PLACEHOLDER in argv:
+        try:
+            seccomp_r = seccomp.program_fd()
+        except seccomp.SeccompUnsupported as e:
+            if cgroup:
+                cgroup.remove()
+            raise BackendUnavailable(f"{e}; or loosen with Hardening(seccomp=False)") from None
+        argv[argv.index(SECCOMP_FD_PLACEHOLDER)] = str(seccomp_r)
     args_r, args_w = os.pipe()
     split = argv.index("--")
     os.write(args_w, b"".join(a.encode() + b"\0" for a in argv[1:split]))
     os.close(args_w)
     argv = [shutil.which("bwrap") or "bwrap", "--args", str(args_r), *argv[split:]]
+    if stage:
+        argv = _unprivileged(argv, stage)
     if cgroup is not None:
         # Join the cgroup before exec'ing bwrap so every sandbox process is counted.
         join = " ".join(f"&& echo $$ > {shlex.quote(p)}" for p in cgroup.procs_files())
@@ -328,7 +415,7 @@ async def start(cfg: SandboxConfig) -> LocalSandbox:
     fd, stderr_name = tempfile.mkstemp(prefix=f"tooldojo-{sandbox_id}-", suffix=".stderr")
     try:
         proc = await anyio.open_process(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=fd, pass_fds=(args_r,),
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=fd, pass_fds=(args_r,) + ((seccomp_r,) if seccomp_r is not None else ()),
             # bwrap is PID 1 inside: its environment is the sandbox's, not the host's PATH or cwd.
             env=dict(ENV), cwd="/",
         )
@@ -339,6 +426,8 @@ async def start(cfg: SandboxConfig) -> LocalSandbox:
     finally:
         os.close(fd)
         os.close(args_r)
+        if seccomp_r is not None:
+            os.close(seccomp_r)
     transport = ProcessTransport(proc, Path(stderr_name), 1 << 30)
     sb = LocalSandbox(cfg, transport, sandbox_id, cgroup)
     transport.lines.limit = sb._max_line
@@ -352,6 +441,44 @@ async def start(cfg: SandboxConfig) -> LocalSandbox:
             raise SandboxStartError(f"local sandbox did not come up: {e} {diag}".strip()) from None
         raise
     return sb
+
+
+def _staged(argv: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """Every bind source of `argv` renamed to a slot under STAGE_DIR; returns (argv, [(source, slot)]).
+    bwrap without privileges resolves sources by path as HOST_UID, which cannot enter root's 0700 home
+    where the rootfs lives; root mounts each source on its slot first (see _unprivileged)."""
+    out, stage = list(argv), []
+    split = out.index("--")
+    i = 0
+    while i < split:
+        if out[i] in BIND_OPS:
+            src = out[i + 1]
+            slot = str(STAGE_DIR / str(len(stage)))
+            stage.append((src, slot))
+            out[i + 1] = slot
+            i += 3
+        else:
+            i += 1
+    return out, stage
+
+
+def _unprivileged(argv: list[str], stage: list[tuple[str, str]]) -> list[str]:
+    """`argv` (bwrap ...) run as HOST_UID: root, in a private mount namespace of its own, mounts a small
+    tmpfs on STAGE_DIR, binds each source on its slot, then drops to HOST_UID with no capabilities
+    (bounding set included) and execs bwrap, which makes its user namespace unprivileged."""
+    STAGE_DIR.mkdir(mode=0o755, exist_ok=True)
+    st = os.lstat(STAGE_DIR)
+    if st.st_uid != 0 or not os.path.isdir(STAGE_DIR) or os.path.islink(STAGE_DIR):
+        raise SandboxStartError(f"{STAGE_DIR} must be a directory owned by root")
+    q = shlex.quote
+    steps = [f"mount -t tmpfs -o mode=0755,size=64k tooldojo-stage {q(str(STAGE_DIR))}"]
+    for src, slot in stage:
+        make = f"mkdir {q(slot)}" if os.path.isdir(src) else f": > {q(slot)}"
+        steps.append(f"if [ -e {q(src)} ]; then {make} && mount --bind {q(src)} {q(slot)}; fi")
+    uid = str(HOST_UID)
+    script = " && ".join(steps) + f' && exec setpriv --reuid={uid} --regid={uid} --clear-groups ' \
+        '--inh-caps=-all --bounding-set=-all -- "$@"'
+    return ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script, "sh", *argv]
 
 
 def gc(everything: bool = False) -> list[str]:

@@ -44,6 +44,9 @@ class Hardening(BaseModel):
         True, description="exec'd commands cannot trace, signal, read or write the tool server (docker: another "
                           "uid; local: their own PID namespace; kubernetes: another uid, or with pod_security='restricted' "
                           "the server is non-dumpable only)")
+    seccomp: bool = Field(
+        True, description="local: a seccomp filter at least as strict as docker's default profile (sandboxes/seccomp.py); "
+                          "docker: the engine's default profile (False: unconfined)")
 
 
 class KubernetesOptions(BaseModel):

@@ -38,6 +38,8 @@ DEFAULTS = {
     # Emptied on every reset: each backend names its sandbox's own dirs; none by default, so a server
     # started outside a sandbox (a test, a bench) never empties the host's /tmp.
     "scratch": [],
+    # Also emptied on reset, never a write_file target (/dev/shm, /dev/mqueue where the backend has them).
+    "wiped": [],
     "max_output_bytes": 64 * 1024,
     "max_request_bytes": 8 * 1024 * 1024,
     "max_file_bytes": 8 * 1024 * 1024,
@@ -46,6 +48,9 @@ DEFAULTS = {
     "own_pid_namespace": False,
     # Applied to exec'd commands only (the daemon-less backend without cgroups).
     "rlimit_nproc": None,
+    # A cgroup.procs file: each command moves itself there before it runs (local: the commands' own
+    # memory cgroup, so an OOM among commands never picks the server).
+    "command_cgroup": None,
     "rlimit_as_bytes": None,
     "env": {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/workspace", "LANG": "C.UTF-8"},
     "oom_paths": ["/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"],
@@ -59,13 +64,19 @@ DEFAULTS = {
 }
 
 # Commands in a PID namespace of their own, without any capability the tool server holds to make it.
+# The helpers run with capabilities of ours (unshare in our PID namespace), so they are named by the
+# absolute path found at start-up and run with an empty environment: neither the caller's PATH nor its
+# LD_PRELOAD may pick what runs there. `env -i` after setpriv (already without capabilities) gives the
+# command, and only the command, the caller's environment.
 PIDNS_PREFIX = ["unshare", "--pid", "--fork", "--kill-child", "--",
-                "setpriv", "--bounding-set=-all", "--inh-caps=-all", "--ambient-caps=-all", "--"]
+                "setpriv", "--bounding-set=-all", "--inh-caps=-all", "--ambient-caps=-all", "--", "env", "-i", "--"]
+HELPERS = ("unshare", "setpriv", "env")
 PR_SET_DUMPABLE, PR_SET_KEEPCAPS, PR_CAPBSET_DROP = 4, 8, 24
 # What the tool server keeps in "uid" mode: to kill commands (CAP_KILL) and start them as another
 # uid (CAP_SETUID/SETGID). The bounding set is empty, so no command ever gets them back.
 CAP_KILL, CAP_SETGID, CAP_SETUID = 5, 6, 7
 KEPT_CAPS = (CAP_KILL, CAP_SETGID, CAP_SETUID)
+OOM_SCORE_ADJ_MAX = 1000
 # Deeper arguments would blow the recursion limit of copy.deepcopy in every later call.
 MAX_JSON_DEPTH = 100
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -126,15 +137,16 @@ def separate(cfg: dict) -> None:
         for cap in range(64):  # EINVAL past the kernel's last capability; commands inherit the empty set
             _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
         server, command = int(cfg["server_uid"]), int(cfg["command_uid"])
+        kept = KEPT_CAPS
         _libc.prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0)
         os.setgroups([])
         os.setresgid(server, server, server)
         os.setresuid(server, server, server)
         _libc.prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0)
-        _set_caps(KEPT_CAPS)  # no uid is 0 any more; keep only what commands need from us, nothing else
+        _set_caps(kept)  # no uid is 0 any more; keep only what commands need from us, nothing else
         _libc.setfsgid(command)  # files we create are the agent's to edit
         _libc.setfsuid(command)
-        want = sum(1 << c for c in KEPT_CAPS)
+        want = sum(1 << c for c in kept)
         with open("/proc/self/status") as f:
             st = {k: v.strip() for k, _, v in (line.partition(":") for line in f)}
         got = {k: int(st[k], 16) for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")}
@@ -142,10 +154,12 @@ def separate(cfg: dict) -> None:
                 st["Uid"].split() != [str(server), str(server), str(server), str(command)]:
             raise SeparationError(f"the drop to uid {server} left {got}, uids {st['Uid']}")
     elif mode == "pid_namespace":
-        missing = [p for p in ("unshare", "setpriv") if shutil.which(p, path=cfg["env"].get("PATH")) is None]
+        found = {p: shutil.which(p, path=cfg["env"].get("PATH")) for p in HELPERS}
+        missing = [p for p, path in found.items() if path is None]
         if missing:
-            raise SeparationError(f"separation 'pid_namespace' needs {' and '.join(missing)} (util-linux) "
+            raise SeparationError(f"separation 'pid_namespace' needs {' and '.join(missing)} (util-linux, coreutils) "
                                   "in the sandbox's root filesystem")
+        cfg["pidns_prefix"] = [found.get(a, a) for a in PIDNS_PREFIX]
     if _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         raise SeparationError(f"prctl(PR_SET_DUMPABLE, 0) failed: {os.strerror(ctypes.get_errno())}")
 
@@ -302,6 +316,9 @@ class Server:
         separate(self.cfg)
         self.domain = Domain("builtin", BUILTIN_SOURCE, None)
         self.in_pid_ns = bool(self.cfg["own_pid_namespace"]) and os.getpid() <= 2
+        # What a reset checks is still ours: a command that changed it (a reniced or OOM-first
+        # server) leaves a sandbox that reset cannot clean, and the pool replaces it.
+        self.knobs = _server_knobs()
 
     # --------------------------------------------------------------- dispatch
     def handle(self, req: dict) -> dict:
@@ -396,7 +413,13 @@ class Server:
 
     def op_reset(self, state=None):
         killed = self._kill_strays()
-        self._clear_scratch()
+        with self._as_command():
+            left = self._clear_scratch() + self._clear_ipc()
+        knobs = _server_knobs()
+        if knobs != self.knobs:
+            left.append(f"the tool server's scheduling/OOM settings changed: {self.knobs} -> {knobs}")
+        if left:
+            raise RequestError("ResetIncomplete", "the sandbox cannot be made as good as new: " + "; ".join(left[:5]))
         self.domain.state = _json_copy(self.domain.initial_state if state is None else state, "state")
         self.domain.digest = None
         return {"killed": killed}
@@ -457,6 +480,10 @@ class Server:
             raise RequestError("MalformedRequest", "cmd must be a string or a non-empty list of strings")
         stdin_data = base64.b64decode(stdin_b64) if stdin_b64 else b""
         run_env = dict(self.cfg["env"])
+        if env is not None and not (isinstance(env, dict) and all(
+                isinstance(k, str) and isinstance(v, str) and k and "=" not in k and "\0" not in k + v
+                for k, v in env.items())):
+            raise RequestError("MalformedRequest", "env must map names (no '=' or NUL) to strings")
         run_env.update(env or {})
         oom_before = self._oom_count()
         started = time.monotonic()
@@ -464,17 +491,22 @@ class Server:
         if mode == "uid":
             ids = {"user": int(self.cfg["command_uid"]), "group": int(self.cfg["command_uid"])}
         elif mode == "pid_namespace":
-            argv = PIDNS_PREFIX + argv
+            # env -i NAME=VALUE... COMMAND: a command whose name holds '=' would read as one more
+            # variable, so such a name goes through the shell (which then runs as the command).
+            head = ["/bin/sh", "-c", 'exec "$0" "$@"'] if "=" in argv[0] else []
+            argv = self.cfg["pidns_prefix"] + [f"{k}={v}" for k, v in run_env.items()] + head + argv
+            run_env = {}  # the helpers' own environment: nothing of the caller's
         try:
             proc = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 cwd=self._confine(cwd) if cwd else self.cfg["workdir"], env=run_env,
                 start_new_session=True, close_fds=True, preexec_fn=self._child_setup, **ids,
             )
-        except OSError as e:
-            # EAGAIN under a pids limit, ENOENT for a missing program.
+        except (OSError, subprocess.SubprocessError) as e:
+            # EAGAIN under a pids limit, ENOENT for a missing program, a failed preexec step.
+            why = getattr(e, "strerror", None) or str(e)
             return {"exit_code": 127 if isinstance(e, FileNotFoundError) else 126, "stdout_b64": "",
-                    "stderr_b64": base64.b64encode(f"cannot start {argv[0]}: {e.strerror}".encode()).decode(),
+                    "stderr_b64": base64.b64encode(f"cannot start {argv[0]}: {why}".encode()).decode(),
                     "timed_out": False, "truncated": False, "oom_killed": False, "duration_s": 0.0}
         out, err, truncated, timed_out = self._pump(proc, stdin_data, started + float(timeout))
         if timed_out:
@@ -484,8 +516,11 @@ class Server:
         except subprocess.TimeoutExpired:
             self._kill_group(proc.pid)
             rc = proc.wait()
-        if timed_out:
-            self._kill_strays()  # whatever escaped the group (setsid, double fork)
+        # Whatever is left of the command (setsid, double fork) dies with it, timed out or not: a
+        # process that outlives its exec shares the uid of every later command and could trace or
+        # write them (/proc/PID/mem, ptrace) and so forge their exit codes or output. On local each
+        # command's PID namespace already ends with it; on docker this kill(-1) is what does it.
+        self._kill_strays()
         self._reap()
         oom = self._oom_count() > oom_before
         return {"exit_code": rc if rc >= 0 else 128 - rc, "stdout_b64": base64.b64encode(out).decode(),
@@ -496,17 +531,16 @@ class Server:
         # Our fork inherits the cleared dumpable flag, which leaves /proc/self root-owned; the
         # command gets it back at execve anyway (it holds none of our fds by then: 0-2 are its pipes).
         _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+        if self.cfg["command_cgroup"]:
+            with open(self.cfg["command_cgroup"], "w") as f:
+                f.write("0")  # this process; fails the exec (126) rather than run it beside us
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if self.cfg["rlimit_nproc"]:
             resource.setrlimit(resource.RLIMIT_NPROC, (self.cfg["rlimit_nproc"],) * 2)
         if self.cfg["rlimit_as_bytes"]:
             resource.setrlimit(resource.RLIMIT_AS, (self.cfg["rlimit_as_bytes"],) * 2)
         # Make the command, not the tool server, the OOM killer's first choice.
-        try:
-            with open("/proc/self/oom_score_adj", "w") as f:
-                f.write("1000")
-        except OSError:
-            pass
+        _write_oom_score_adj(OOM_SCORE_ADJ_MAX)
 
     def _pump(self, proc, stdin_data: bytes, deadline: float):
         cap = int(self.cfg["max_output_bytes"])
@@ -617,20 +651,51 @@ class Server:
             if pid == 0:
                 return
 
-    def _clear_scratch(self):
-        for root in self.cfg["scratch"]:
+    def _as_command(self):
+        """Clean up as the uid that made the mess: on docker the server (65533) owns neither the
+        commands' SysV IPC objects nor, without DAC override, their mode-000 dirs. CAP_SETUID lets
+        us switch the effective uid and back (between non-zero uids our capabilities stay)."""
+        import contextlib
+
+        if self.cfg["separation"] != "uid":
+            return contextlib.nullcontext()
+
+        @contextlib.contextmanager
+        def switched():
+            server, command = int(self.cfg["server_uid"]), int(self.cfg["command_uid"])
+            os.setegid(command)
+            os.seteuid(command)
             try:
-                entries = list(os.scandir(root))
-            except OSError:
+                yield
+            finally:
+                os.seteuid(server)
+                os.setegid(server)
+                _libc.setfsgid(command)  # seteuid reset the filesystem ids: files we write stay the agent's
+                _libc.setfsuid(command)
+        return switched()
+
+    def _clear_scratch(self) -> list[str]:
+        """Empty every scratch and wiped dir; what could not be removed, as messages."""
+        left = []
+        for root in list(self.cfg["scratch"]) + list(self.cfg["wiped"]):
+            if not _wipe(root):
+                left.append(f"{root} could not be emptied")
+        return left
+
+    def _clear_ipc(self) -> list[str]:
+        """Remove every System V shared memory segment, message queue and semaphore set of our IPC
+        namespace (POSIX queues and shm live in the wiped /dev/mqueue and /dev/shm)."""
+        left = []
+        for kind, fn, extra in (("shm", "shmctl", ()), ("msg", "msgctl", ()), ("sem", "semctl", (0,))):
+            if _sysv_in_use(kind) == 0:
                 continue
-            for entry in entries:
-                try:
-                    if entry.is_dir(follow_symlinks=False):
-                        shutil.rmtree(entry.path, ignore_errors=True)
-                    else:
-                        os.unlink(entry.path)
-                except OSError:
-                    pass
+            ids = _sysv_ids(kind)
+            for ipc_id in ids:
+                getattr(_libc, fn)(ipc_id, *extra, 0, None)  # IPC_RMID
+            rest = _sysv_ids(kind) if ids else []
+            if rest:
+                left.append(f"System V {kind} ids {rest[:3]} remain")
+        return left
 
     def _oom_count(self) -> int:
         for path in self.cfg["oom_paths"]:
@@ -643,6 +708,106 @@ class Server:
             except (OSError, ValueError):
                 continue
         return 0
+
+
+def _wipe(root: str) -> bool:
+    """Empty `root` without following a link and without holding a listing in memory (an inode
+    flood of a million names must not kill the server that cleans it up): depth first through
+    directory fds, each directory made 0700 before it is entered (a command may leave 000 or 555
+    dirs), entries unlinked as the directory is read. True when `root` is empty (or absent) after."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    try:
+        top = os.open(root, flags)
+    except FileNotFoundError:
+        return True
+    except PermissionError:  # a command made its scratch root 000 (local: the root is its uid's)
+        try:
+            os.chmod(root, 0o1777)
+            top = os.open(root, flags)
+        except OSError:
+            return False
+    except OSError:
+        return False
+    seen = set()  # (dev, ino) of dirs entered: one that cannot be emptied is not entered again
+    stack = [(top, None)]  # (dir fd, its name in the parent)
+    clean = True
+    try:
+        while stack:
+            fd, _ = stack[-1]
+            child, stuck = None, False
+            with os.scandir(fd) as it:
+                for e in it:
+                    try:
+                        if e.is_dir(follow_symlinks=False):
+                            st = e.stat(follow_symlinks=False)
+                            if (st.st_dev, st.st_ino) in seen:
+                                stuck = True  # entered before and still there
+                                continue
+                            seen.add((st.st_dev, st.st_ino))
+                            os.chmod(e.name, 0o700, dir_fd=fd)  # no command runs now: still a dir
+                            child = (os.open(e.name, flags, dir_fd=fd), e.name)
+                            break
+                        os.unlink(e.name, dir_fd=fd)
+                    except OSError:
+                        stuck = True
+            if child is not None:
+                stack.append(child)
+                continue
+            fd, name = stack.pop()
+            os.close(fd)
+            if not stack:
+                clean = not stuck
+            elif name is not None:
+                try:
+                    os.rmdir(name, dir_fd=stack[-1][0])
+                except OSError:
+                    pass  # the parent's next pass finds it again, and is stuck
+    finally:
+        for fd, _ in stack:
+            os.close(fd)
+    return clean
+
+
+# IPC_INFO-style counts: (ctl function, command, index of the "objects in use" int in its struct).
+SYSV_COUNTS = {"shm": ("shmctl", 14, 0), "msg": ("msgctl", 12, 0), "sem": ("semctl", 19, 7)}
+
+
+def _sysv_in_use(kind: str) -> int:
+    """How many objects of a kind exist (SHM_INFO used_ids, MSG_INFO msgpool, SEM_INFO semusz): one
+    syscall, so a reset reads /proc/sysvipc only when there is something to remove."""
+    fn, cmd, index = SYSV_COUNTS[kind]
+    buf = (ctypes.c_int * 32)()
+    args = (0, 0, cmd, buf) if fn == "semctl" else (0, cmd, buf)
+    if getattr(_libc, fn)(*args) < 0:
+        return -1  # unknown: look
+    return buf[index]
+
+
+def _sysv_ids(kind: str) -> list[int]:
+    try:
+        with open(f"/proc/sysvipc/{kind}") as f:
+            next(f)  # the header
+            return [int(line.split()[1]) for line in f if line.strip()]
+    except (OSError, StopIteration, ValueError, IndexError):
+        return []
+
+
+def _write_oom_score_adj(value: int) -> None:
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write(str(value))
+    except OSError:
+        pass
+
+
+def _server_knobs() -> dict:
+    """What a command could change about us from outside: niceness, policy, OOM score."""
+    try:
+        with open("/proc/self/oom_score_adj") as f:
+            oom = int(f.read())
+    except (OSError, ValueError):
+        oom = None
+    return {"nice": os.getpriority(os.PRIO_PROCESS, 0), "policy": os.sched_getscheduler(0), "oom_score_adj": oom}
 
 
 def json_depth(obj) -> int:

@@ -162,6 +162,119 @@ subprocess.Popen(["setsid", "sh", "-c", "while :; do sleep 1000 & done"], stdout
                  stderr=subprocess.DEVNULL, start_new_session=True)
 time.sleep(2)
 ''',
+    # Issue 29 -- leave a process behind that writes into the stdout of every later command (the
+    # same uid may open /proc/PID/fd/1 of another): "INJECTED" in a later exec's output is a forgery.
+    "leftover_injector": r'''
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        for fd in (0, 1, 2):
+            os.close(fd)
+        seen = set()
+        end = time.time() + 30
+        while time.time() < end:
+            for p in os.listdir("/proc"):
+                if p.isdigit() and p not in seen:
+                    try:
+                        if b"victim-marker" in open(f"/proc/{p}/cmdline", "rb").read():
+                            with open(f"/proc/{p}/fd/1", "w") as out:
+                                out.write("INJECTED\n")
+                            seen.add(p)
+                    except OSError:
+                        pass
+            time.sleep(0.005)
+        os._exit(0)
+    os._exit(0)
+os.wait()
+print("LEFTOVER started")
+''',
+    # Issue 29 -- syscalls docker's default seccomp profile refuses (and io_uring, memfd_secret), each
+    # with arguments that would succeed without a filter; prints NAME ret errno.
+    "syscalls": r'''
+import errno
+NR = {"io_uring_setup": 425, "userfaultfd": 323, "perf_event_open": 298, "keyctl": 250, "add_key": 248,
+      "unshare": 272, "open_tree": 428, "kcmp": 312, "move_pages": 279, "memfd_secret": 447, "clone3": 435}
+libc.syscall.restype = ctypes.c_long
+params = ctypes.create_string_buffer(120)
+attr = ctypes.create_string_buffer(128)
+ctypes.memmove(attr, (1).to_bytes(4, "little") + (128).to_bytes(4, "little"), 8)  # PERF_TYPE_SOFTWARE, size
+me = os.getpid()
+ARGS = {"io_uring_setup": (1, params), "userfaultfd": (0,), "perf_event_open": (attr, 0, -1, -1, 0),
+        "keyctl": (0, -4, 0), "add_key": (b"user", b"t29", b"v", 1, -2), "unshare": (0x10000000,),
+        "open_tree": (-100, b"/", 0), "kcmp": (me, me, 0, 0, 0), "move_pages": (0, 0, None, None, None, 0),
+        "memfd_secret": (0,), "clone3": (None, 0)}
+for name in SYSCALLS:
+    ctypes.set_errno(0)
+    rc = libc.syscall(NR[name], *ARGS[name])
+    print("SYSCALL", name, rc, errno.errorcode.get(ctypes.get_errno(), ctypes.get_errno()) if rc < 0 else "-")
+''',
+    # Issue 29 -- an episode that does its worst to the sandbox it leaves behind: files in 000/555 dirs,
+    # tmpfs fills, /dev/shm, SysV and POSIX IPC, a process left running, the server's /proc knobs.
+    "worst_episode": r'''
+import subprocess
+for root in ("/workspace", "/tmp"):
+    os.makedirs(f"{root}/locked/inner", exist_ok=True)
+    open(f"{root}/locked/inner/secret", "w").write("left behind")
+    open(f"{root}/locked/secret", "w").write("left behind")
+    os.chmod(f"{root}/locked/inner", 0o000)
+    os.chmod(f"{root}/locked", 0o555)
+    with open(f"{root}/fill", "wb") as f:
+        f.write(b"\0" * (8 << 20))
+for d in ("/dev/shm", "/dev/mqueue"):
+    attempt("devfile " + d, lambda d=d: open(f"{d}/left", "w").write("x"))
+libc.shmget.restype = ctypes.c_int
+attempt("shm", lambda: libc.shmget(0, 1 << 20, 0o1666))  # IPC_PRIVATE | IPC_CREAT | 0666
+attempt("msg", lambda: libc.msgget(0, 0o1666))
+attempt("sem", lambda: libc.semget(0, 1, 0o1666))
+rt = ctypes.CDLL("librt.so.1", use_errno=True)
+attempt("mq", lambda: rt.mq_open(b"/t29", 0o100 | 0o2, 0o666, None))  # O_CREAT | O_RDWR
+for knob, value in (("oom_score_adj", "1000"), ("autogroup", "19")):
+    def poke(knob=knob, value=value):
+        with open(f"/proc/1/{knob}", "w") as f:
+            f.write(value)
+    attempt("server " + knob, poke)
+subprocess.Popen(["sleep", "300"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+print("WORST done")
+''',
+    # Issue 29 -- what a later episode can observe of its sandbox (equal in a fresh one).
+    "fingerprint": r'''
+fp = {}
+for root in ("/workspace", "/tmp", "/dev/shm", "/dev/mqueue"):
+    tree = []
+    if os.path.isdir(root):
+        for d, dirs, files in os.walk(root):
+            for n in sorted(dirs + files):
+                p = os.path.join(d, n)
+                try:
+                    st = os.lstat(p)
+                    tree.append((p, oct(st.st_mode)))
+                except OSError as e:
+                    tree.append((p, e.strerror))
+        v = os.statvfs(root)
+        fp[root] = {"tree": sorted(tree), "blocks_used": v.f_blocks - v.f_bfree,
+                    "inodes_used": v.f_files - v.f_ffree}
+for kind in ("shm", "msg", "sem"):
+    try:
+        fp["sysv_" + kind] = open(f"/proc/sysvipc/{kind}").read().splitlines()[1:]
+    except OSError as e:
+        fp["sysv_" + kind] = e.strerror
+chain, p = set(), ME
+while p > 1:
+    chain.add(p)
+    p = int([l for l in open(f"/proc/{p}/status") if l.startswith("PPid:")][0].split()[1])
+others = []
+for p in os.listdir("/proc"):
+    if p.isdigit() and int(p) not in chain and p != "1":
+        try:
+            others.append(open(f"/proc/{p}/cmdline", "rb").read().replace(b"\0", b" ").decode())
+        except OSError:
+            pass
+fp["processes"] = sorted(others)
+fp["limits"] = open("/proc/self/limits").read()
+stat = open("/proc/1/stat").read().rsplit(")", 1)[1].split()
+fp["server"] = {"nice": stat[16], "policy": stat[38], "oom_score_adj": open("/proc/1/oom_score_adj").read().strip()}
+print("FINGERPRINT" + json.dumps(fp, sort_keys=True))
+''',
     # Look for a value (a gold one) anywhere we can read: files, environments, command lines, memory.
     "find_value": r'''
 NEEDLE = bytes.fromhex(NEEDLE_HEX)  # not the value itself: this script's own file must not match

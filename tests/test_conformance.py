@@ -222,6 +222,9 @@ async def test_local_sandbox_starts_with_the_clean_environment():
         async with await open_sandbox(SandboxConfig(backend="local", hardening=hardening)) as sb:
             raw = Path(f"/proc/{sb.host_pid()}/environ").read_bytes()
             host_side = dict(kv.split("=", 1) for kv in raw.decode().split("\0") if kv)
+            # An unprivileged bwrap (issue 29) stays outside as the server's parent and hands it the
+            # PWD of its --chdir: the sandbox's own working dir, never the host's.
+            assert host_side.pop("PWD", "/workspace") == "/workspace", host_side
             assert host_side == ENV, host_side
             r = await sb.exec("tr '\\0' '\\n' < /proc/1/environ", timeout=5)
             if hardening.isolate_tool_server:  # the tool server is PID 1 and non-dumpable

@@ -78,6 +78,24 @@ def test_pod_is_hardened_and_valid():
     assert kb.network_policy(NS)["spec"]["podSelector"] == {"matchLabels": {kb.EGRESS_LABEL: "deny"}}
 
 
+def test_pods_are_sealed_like_the_other_backends():
+    """Issue 29 where it applies to pods: the runtime's seccomp profile on pod and container, every
+    writable tmpfs (/dev/shm included) capped at scratch_mb, and a reset that empties /dev/shm and
+    /dev/mqueue as on docker and local."""
+    cfg = SandboxConfig(backend="kubernetes", limits=Limits(scratch_mb=16))
+    opts = KubernetesOptions(namespace=NS)
+    spec = kb.pod_manifest(cfg, opts, "img:1", "p")["spec"]
+    c = spec["containers"][0]
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert c["securityContext"].get("seccompProfile", {"type": "RuntimeDefault"}) == {"type": "RuntimeDefault"}
+    vols = {v["name"]: v for v in spec["volumes"]}
+    mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+    for path in ("/workspace", "/tmp", "/dev/shm"):
+        assert vols[mounts[path]]["emptyDir"] == {"medium": "Memory", "sizeLimit": "16Mi"}, path
+    assert validate_all([kb.pod_manifest(cfg, opts, "img:1", "p")], "1.37") == []
+    assert json.loads(kb.exec_command(cfg, opts)[-1])["wiped"] == ["/dev/shm", "/dev/mqueue"]
+
+
 def test_the_tool_server_is_separated_in_every_pod_security_level():
     """Issue 21: baseline pods (the default) separate by uid as docker does; `restricted` pods only
     make the server non-dumpable; both pass the schema and the lint, and loosening it is visible."""
