@@ -2,6 +2,7 @@
 # The GPU steps of issue 28, one device call each (bench/results/reader_h100.md says which, and why).
 #   bash bench/reader_gpu.sh sweep     # corpus (parts carried in .carry/corpus are reused), 4 bases pretrained
 #   bash bench/reader_gpu.sh prime     # each base of the sweep primed and evaluated (the demo's stages)
+#   bash bench/reader_gpu.sh failures  # why multi-step episodes fail: reader vs shipped base, primed
 #   bash bench/reader_gpu.sh rl NAME   # Dr. GRPO, 3 seeds, from base NAME (the demo's settings: 3 prepares
 #                                      #   + 3 RL jobs fit one 10-minute call for the 0.66M base; with a
 #                                      #   second variant, or the 4M base, they did not)
@@ -38,5 +39,14 @@ case "$1" in
       --job-timeout "${RL_TIMEOUT:-290}" --workers 6 --variant demo: \
       --save "$OUT/rl_budget_multistep_reader_h100.json" 2>&1 | tee "$OUT/rl.log"
     ;;
-  *) echo "usage: $0 sweep|prime|rl NAME" >&2; exit 2 ;;
+  failures)
+    # the reader base and the shipped one, primed side by side; each multi-step failure sorted by its first wrong step
+    rm -rf /tmp/fb && mkdir -p /tmp/fb && cp -r /tmp/bases/0.66M /tmp/fb/reader && cp -r rl/base /tmp/fb/shipped
+    python3 bench/reader_sweep.py --bases /tmp/fb --prime "${GPU[@]}" --threads 6 --out /tmp/rf --keep \
+      --prime-timeout "${PRIME_TIMEOUT:-420}" --save "$OUT/reader_prime_failures_h100.json" 2>&1 | tail -4
+    for n in reader shipped; do
+      python3 bench/multistep_failures.py /tmp/rf/$n/prime/eval/sft /tmp/rf/$n/prime/tasks/held_out \
+        --save "$OUT/multistep_failures_$n.json" | cut -c1-1500; done
+    ;;
+  *) echo "usage: $0 sweep|prime|rl NAME|failures" >&2; exit 2 ;;
 esac
