@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU steps of issue 28, one device call each (bench/results/reader_h100.md says which, and why).
+# The GPU steps of issue 28, one device call each (bench/results/reader_gpu.md says which, and why).
 #   bash bench/reader_gpu.sh sweep     # corpus (parts carried in .carry/corpus are reused), 4 bases pretrained
 #   bash bench/reader_gpu.sh prime     # each base of the sweep primed and evaluated (the demo's stages)
 #   bash bench/reader_gpu.sh failures  # why multi-step episodes fail: reader vs shipped base, primed
@@ -22,28 +22,28 @@ for t in .carry/bases/*.tgz; do [ -e "$t" ] && tar xzf "$t" -C /tmp/bases --skip
 case "$1" in
   sweep)
     python3 bench/reader_corpus.py --set multistep_per_family=100 --set copy_drills_per_length=100 \
-      --cache "$TOOLDOJO_CACHE/corpus" --workers 15 --seeds "" --save "$OUT/reader_corpus_h100.json"
+      --cache "$TOOLDOJO_CACHE/corpus" --workers 15 --seeds "" --save "$OUT/reader_corpus_gpu.json"
     python3 bench/reader_sweep.py --device cuda --shapes "$SHAPES" "${CORPUS[@]}" \
       --pretrain-set corpus.workers=15 --pretrain-set seq_len=2048 --pretrain-set batch_size=16 \
       --max-minutes "${MINUTES:-4}" --job-timeout 420 --keep-bases /tmp/bases --out /tmp/rs \
-      --save "$OUT/reader_sweep_h100.json" 2>&1 | tee "$OUT/sweep.log"
+      --save "$OUT/reader_sweep_gpu.json" 2>&1 | tee "$OUT/sweep.log"
     for d in /tmp/bases/*/; do n=$(basename "$d"); s=$(du -sm "$d" | cut -f1)
       if [ "$s" -lt 15 ]; then tar czf "$OUT/base_$n.tgz" -C /tmp/bases "$n"; fi; done
     ;;
   prime)
     python3 bench/reader_sweep.py --bases /tmp/bases --prime "${GPU[@]}" --threads 3 --out /tmp/rp \
-      --prime-timeout "${PRIME_TIMEOUT:-540}" --save "$OUT/reader_prime_h100.json" 2>&1 | tee "$OUT/prime.log"
+      --prime-timeout "${PRIME_TIMEOUT:-540}" --save "$OUT/reader_prime_gpu.json" 2>&1 | tee "$OUT/prime.log"
     ;;
   rl)
     python3 bench/rl_budget.py --seeds 0,1,2 "${GPU[@]}" --set "base=/tmp/bases/$2" --threads 2 \
       --job-timeout "${RL_TIMEOUT:-290}" --workers 6 --variant demo: \
-      --save "$OUT/rl_budget_multistep_reader_h100.json" 2>&1 | tee "$OUT/rl.log"
+      --save "$OUT/rl_budget_multistep_reader_gpu.json" 2>&1 | tee "$OUT/rl.log"
     ;;
   failures)
     # the reader base and the shipped one, primed side by side; each multi-step failure sorted by its first wrong step
     rm -rf /tmp/fb && mkdir -p /tmp/fb && cp -r /tmp/bases/0.66M /tmp/fb/reader && cp -r rl/base /tmp/fb/shipped
     python3 bench/reader_sweep.py --bases /tmp/fb --prime "${GPU[@]}" --threads 6 --out /tmp/rf --keep \
-      --prime-timeout "${PRIME_TIMEOUT:-420}" --save "$OUT/reader_prime_failures_h100.json" 2>&1 | tail -4
+      --prime-timeout "${PRIME_TIMEOUT:-420}" --save "$OUT/reader_prime_failures_gpu.json" 2>&1 | tail -4
     for n in reader shipped; do
       python3 bench/multistep_failures.py /tmp/rf/$n/prime/eval/sft /tmp/rf/$n/prime/tasks/held_out \
         --save "$OUT/multistep_failures_$n.json" | cut -c1-1500; done

@@ -2,7 +2,7 @@
 
     python bench/reader_sweep.py --gpu --shapes 0.66M:128x2x4,4M:256x4x4,8M:384x4x6,27M:512x8x8 \\
         --set corpus.multistep_per_family=100 --set corpus.copy_drills_per_length=100 --max-minutes 5 \\
-        --prime --save bench/results/reader_sweep_h100.json
+        --prime --save bench/results/reader_sweep_gpu.json
 
 Per shape (NAME:HIDDENxLAYERSxHEADS), one ``python -m rl.pretrain`` process (all at once: on a GPU they
 share it) on the same corpus (rl.corpus with the three multi-step families' transcripts and the copy
@@ -102,7 +102,7 @@ def main() -> int:
     ap.add_argument("--bases", default=None, help="no pretraining: the bases in DIR/NAME (an earlier sweep's "
                                                   "--keep-bases), their figures from each pretrain.json")
     _stages.add_run_options(ap, workers_help="priming jobs at a time (default: one per shape)",
-                            save_help="also write the JSON here (e.g. bench/results/reader_sweep_h100.json)")
+                            save_help="also write the JSON here (e.g. bench/results/reader_sweep_gpu.json)")
     args = ap.parse_args()
     if args.bases:
         shapes = [{"name": p.name} for p in sorted(Path(args.bases).iterdir()) if (p / "pretrain.json").is_file()]
