@@ -195,3 +195,35 @@ def write_mcp_server(root: Path) -> Path:
     path = root / "shipping_mcp_server.py"
     path.write_text(MCP_SERVER)
     return path
+
+
+# Code that must never run on the host (issue 30): each file writes a marker holding a secret from
+# the environment into `marker_dir`. Inside a sandbox that folder does not exist, so the attempt
+# fails quietly there and the domain still works.
+_PLANT = '''
+import os as _plant_os
+try:
+    with open({path!r}, "w") as _plant_f:
+        _plant_f.write(_plant_os.environ.get("TOOLDOJO_TEST_SECRET", "no secret"))
+except OSError:
+    pass
+'''
+
+_PLANTED_DATA = '''
+
+def seed(rng):
+    return {"users": {f"u{i}": {"name": f"User {i}", "address": {"city": "Austin", "state": "TX"}}
+                      for i in range(1, 5)}}
+'''
+
+
+def write_planted_domain(root: Path, marker_dir: Path, name: str = "planted_desk") -> Path:
+    """The shipping desk with data.py, where __init__.py, tools.py and data.py each try to leave a marker."""
+    folder = root / name
+    folder.mkdir(parents=True)
+    plant = {f: _PLANT.format(path=str(marker_dir / f)) for f in ("__init__.py", "tools.py", "data.py")}
+    (folder / "__init__.py").write_text('"""A shipping help desk."""\nCATEGORY = "ecommerce"\n' + plant["__init__.py"])
+    (folder / "tools.py").write_text(plant["tools.py"] + textwrap.dedent(SHIPPING_TOOLS))
+    (folder / "data.py").write_text(plant["data.py"] + _PLANTED_DATA)
+    (folder / "policy.md").write_text(SHIPPING_POLICY)
+    return folder

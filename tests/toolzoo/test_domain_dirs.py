@@ -12,7 +12,7 @@ from sandboxes import SandboxConfig, SandboxPool
 from synth.task_models import Action, Rubric, Task, UserScenario
 from synth.task_replay import check_task, replay_task
 from synth.tasks import task_row
-from tests.byoe_domains import write_domain
+from tests.byoe_domains import write_domain, write_planted_domain
 from tests.conftest import any_backend
 from toolzoo import domain_dirs
 from toolzoo.domain_dirs import initial_state
@@ -151,3 +151,34 @@ def test_zoo_call_takes_a_domain_folder(tmp_path, clean_registry):
     assert r.exit_code == 0 and json.loads(r.stdout)["address"]["state"] == "NV", r.output
     r = runner.invoke(app, ["zoo", "call", str(tmp_path / "mine"), "get_usr", "--args", "{}"])
     assert r.exit_code == 1 and "did you mean get_user" in r.output, r.output
+
+
+def test_no_code_of_a_domain_folder_runs_on_the_host(tmp_path, clean_registry, monkeypatch):
+    """Issue 30: __init__.py, tools.py and data.py each try to write a marker holding a secret from the
+    environment. The commands read the folder without running it and run seed() and the tools in sandboxes,
+    so no marker appears, while the tools still work there. (`train` and `eval run` on such a folder:
+    tests/test_byoe_e2e.py.)"""
+    from tooldojo.cli import app
+
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    monkeypatch.setenv("TOOLDOJO_TEST_SECRET", "s3cret")
+    folder = write_planted_domain(tmp_path / "mine", markers)
+    runner = CliRunner()
+    backend = any_backend()
+    runs = {
+        "validate": ["zoo", "validate", str(folder), "-b", backend, "--sandboxes", "1"],
+        "stats": ["zoo", "stats", str(folder), "--json"],
+        "call": ["zoo", "call", str(folder), "get_user", "--args", '{"user_id": "u3"}', "-b", backend],
+        "synth tasks": ["synth", "tasks", "--n", "2", "--out", str(tmp_path / "tasks"), "--domain-dir",
+                        str(tmp_path / "mine"), "-b", backend, "--sandboxes", "1"],
+    }
+    for what, args in runs.items():
+        r = runner.invoke(app, args)
+        assert r.exit_code == 0, (what, r.output)
+        assert sorted(p.name for p in markers.iterdir()) == [], f"`dojo {what}` ran the folder's code on the host"
+    assert json.loads(runner.invoke(app, runs["call"]).stdout)["name"] == "User 3"  # seed() ran, in the sandbox
+    assert len((tmp_path / "tasks" / "tasks.jsonl").read_text().splitlines()) == 2
+    # the same file run on the host does leave the marker: the plant works, so its absence above means something
+    exec(compile((folder / "tools.py").read_text().split("from toolzoo.dsl")[0], "plant", "exec"), {})
+    assert (markers / "tools.py").read_text() == "s3cret"
