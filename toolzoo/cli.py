@@ -12,7 +12,7 @@ from rich.table import Table
 
 from sandboxes.cli import one_line_errors
 from sandboxes.cli_files import check_out_dir
-from sandboxes.cli_options import count_option, port_option, timeout_option, url_option
+from sandboxes.cli_options import count_option, float_option, port_option, timeout_option, url_option
 from toolzoo.domain_dirs import HELP as DOMAIN_DIR_HELP
 
 DomainDirOpt = typer.Option(None, "--domain-dir", metavar="DIR", help=DOMAIN_DIR_HELP)
@@ -177,14 +177,20 @@ def import_openai_cmd(
     read: list[str] = ReadOpt,
     write: list[str] = WriteOpt,
     overwrite: bool = typer.Option(False, "--overwrite", help="replace OUT/NAME if it exists"),
+    max_data_mb: float = float_option(8.0, "--max-data-mb", limit="data_mb", min=0.001,
+                                      help="refuse a database bigger than this as JSON (every sandbox receives it "
+                                      "in one request, capped at 8 MiB unless you raise Limits.max_request_bytes)"),
 ) -> None:
-    """Turn an OpenAI-function environment (tau-bench style) into a domain folder; load it with --domain-dir."""
-    from toolzoo.domains import load_domain
+    """Turn an OpenAI-function environment (tau-bench style) into a domain folder; load it with --domain-dir.
+    Everything is checked before anything is written; a failure leaves nothing behind."""
+    from toolzoo.domain_dirs import load_folder
     from toolzoo.openai_functions import import_environment
 
+    check_out_dir(out)
     effects = {**{t: "read" for t in read or ()}, **{t: "write" for t in write or ()}}
-    folder = import_environment(tools, data, name=name, out=out, policy=policy, effects=effects, overwrite=overwrite)
-    dom = load_domain(str(folder))
+    folder = import_environment(tools, data, name=name, out=out, policy=policy, effects=effects, overwrite=overwrite,
+                                max_data_mb=max_data_mb)
+    dom = load_folder(folder)
     console.print(f"wrote {folder}: {len(dom.tools)} tools ("
                   + ", ".join(f"{t.name} {t.effect}" for t in dom.tools) + ")", highlight=False)
 

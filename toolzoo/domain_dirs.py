@@ -181,6 +181,10 @@ def read_data_file(path: Path) -> Any:
 # ----------------------------------------------------------------- loading
 def _json_specs(folder: Path, name: str, category: str) -> list[ToolSpec]:
     """Tools declared as OpenAI function schemas (tools.json), implemented by tools.py's functions."""
+    from pydantic import ValidationError
+
+    from sandboxes.cli_files import validation_reason
+
     f = folder / "tools.json"
     try:
         entries = json.loads(f.read_text())
@@ -194,7 +198,9 @@ def _json_specs(folder: Path, name: str, category: str) -> list[ToolSpec]:
         try:
             fn_name = entry.get("function", entry)["name"]
             spec = ToolSpec.from_openai(entry, domain=name, category=category, function=fn_name,
-                                        effect=entry.get("effect", "write"))
+                                        effect=entry.get("effect", "write"), errors=entry.get("errors") or {})
+        except ValidationError as e:
+            raise SpecError(f"{f}: tool #{i + 1}: {validation_reason(e)}") from None
         except (KeyError, TypeError, AttributeError, ValueError) as e:
             raise SpecError(f"{f}: tool #{i + 1}: {e}") from None
         if fn_name not in defined:

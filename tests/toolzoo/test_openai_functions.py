@@ -58,3 +58,31 @@ def test_effects_and_errors_of_the_adapter(tmp_path):
         import_environment(env / "tools", env / "data", name="env3", out=tmp_path, effects={"nope": "read"})
     with pytest.raises(SpecError, match="no tool classes"):
         import_environment(env / "data", env / "data", name="env4", out=tmp_path)
+
+
+@pytest.mark.parametrize("stem", ['q"""+str(__import__("os").system("touch X"))+"""x', 'a"""b', "c'''d\\"])
+def test_hostile_tools_file_names_never_become_code(tmp_path, monkeypatch, stem):
+    """Issue 30: the tools file's name went unescaped into the generated __init__.py's docstring."""
+    import ast
+
+    env = write_openai_env(tmp_path)
+    hostile = env / f"{stem}.py"
+    hostile.write_text((env / "tools" / "get_user_details.py").read_text())
+    monkeypatch.chdir(tmp_path)
+    folder = import_environment(hostile, env / "data", name="hostile_env", out=tmp_path / "domains")
+    init = (folder / "__init__.py").read_text()
+    assert ast.get_docstring(ast.parse(init)) == f"Imported from {stem}.py (an OpenAI-function environment)."
+    exec(compile(init, "__init__.py", "exec"), {})  # what any later import of the folder would run
+    assert not (tmp_path / "X").exists()
+    assert [t.name for t in load_domain(str(folder)).tools] == ["get_user_details"]
+
+
+def test_imported_tool_errors_are_declared(tmp_path):
+    """Route 2 used to fail its own validator: `undeclared error code 'tool_error'`."""
+    from toolzoo.validate import validate_zoo_at
+
+    env = write_openai_env(tmp_path)
+    folder = import_environment(env / "tools", env / "data", name="declared_env", out=tmp_path / "domains")
+    assert load_domain(str(folder)).tool("get_user_details").errors.keys() == {"tool_error"}
+    report = validate_zoo_at(str(folder), backend=any_backend(), sandboxes=1)
+    assert report.ok, report.summary()
