@@ -284,3 +284,54 @@ def test_ctrl_c_during_sandbox_exec_is_one_line(backend):
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
     assert p.returncode == 130 and err == "interrupted\n", (p.returncode, err)
+
+
+# ------------------------------------------------------------ bring your own environment (issue 30)
+@pytest.fixture(scope="module")
+def env(tmp_path_factory) -> dict[str, str]:
+    from tests.byoe_domains import write_openai_env
+
+    root = tmp_path_factory.mktemp("byoe")
+    e = write_openai_env(root)
+    (root / "bad_tools").mkdir()
+    (root / "bad_tools" / "t.py").write_text(
+        (e / "tools" / "get_user_details.py").read_text().replace('{"type": "string"}', '{"type": "nonsense"}'))
+    (root / "bad.json").write_text('{"users": {')
+    (root / "big.json").write_text(json.dumps({"users": {f"u{i}": "x" * 1000 for i in range(9 * 1024)}}))
+    return {"tools": str(e / "tools"), "data": str(e / "data"), "policy": str(e / "wiki.md"), "dir": str(root),
+            "bad_tools": str(root / "bad_tools"), "bad_json": str(root / "bad.json"), "big": str(root / "big.json")}
+
+
+# (id, changed options, needle in the one error line); the rest is a good import into {dir}/o
+IMPORT_OPENAI = [
+    ("import-openai-missing-data", {"--data": "{dir}/nowhere"}, "--data {dir}/nowhere: no such file"),
+    ("import-openai-bad-data-json", {"--data": "{bad_json}"}, "bad.json: not JSON"),
+    ("import-openai-missing-policy", {"--policy": "{dir}/nowhere.md"}, "--policy {dir}/nowhere.md: no such file"),
+    ("import-openai-nonsense-type", {"--tools": "{bad_tools}"}, "t.py: tool class GetUserDetails"),
+    ("import-openai-reserved-name", {"--name": "retail_orders"}, "--name 'retail_orders' is a built-in domain's name"),
+    ("import-openai-80mb-data", {"--data": "{big}"}, "over the 8 MB limit"),
+    ("import-openai-data-over-max", {"--max-data-mb": "0"}, "pass --max-data-mb"),
+]
+
+
+@pytest.mark.parametrize("change,needle", [c[1:] for c in IMPORT_OPENAI], ids=[c[0] for c in IMPORT_OPENAI])
+def test_a_failed_import_leaves_nothing(env, change, needle):
+    opts = {"--tools": "{tools}", "--data": "{data}", "--policy": "{policy}", "--name": "mine", "--out": "{dir}/o",
+            **change}
+    r = invoke("zoo", "import-openai", *[x.format(**env) for kv in opts.items() for x in kv])
+    assert_one_line_error(r, needle.format(**env))
+    assert not Path(env["dir"], "o").exists()
+
+
+def test_an_import_over_a_failed_one_and_its_overwrite(env, tmp_path):
+    good = ["zoo", "import-openai", "--tools", env["tools"], "--data", env["data"], "--name", "mine", "--out",
+            str(tmp_path / "o")]
+    assert invoke(*good, "--policy", str(tmp_path / "nowhere.md")).exit_code == 1
+    assert not (tmp_path / "o").exists()
+    r = invoke(*good, "--max-data-mb", "0.5")
+    assert r.exit_code == 0 and sorted(p.name for p in (tmp_path / "o").iterdir()) == ["mine"], r.output
+    r = invoke(*good, "--policy", env["policy"])
+    assert_one_line_error(r, "exists; pass --overwrite")
+    r = invoke(*good, "--policy", env["policy"], "--overwrite")
+    assert r.exit_code == 0 and sorted(p.name for p in (tmp_path / "o").iterdir()) == ["mine"], r.output
+    assert (tmp_path / "o" / "mine" / "policy.md").read_text().startswith("Authenticate")

@@ -177,7 +177,7 @@ def import_openai_cmd(
     read: list[str] = ReadOpt,
     write: list[str] = WriteOpt,
     overwrite: bool = typer.Option(False, "--overwrite", help="replace OUT/NAME if it exists"),
-    max_data_mb: float = float_option(8.0, "--max-data-mb", limit="data_mb", min=0.001,
+    max_data_mb: float = float_option(8.0, "--max-data-mb", limit="data_mb", min=0.0,
                                       help="refuse a database bigger than this as JSON (every sandbox receives it "
                                       "in one request, capped at 8 MiB unless you raise Limits.max_request_bytes)"),
 ) -> None:
