@@ -335,3 +335,87 @@ def test_an_import_over_a_failed_one_and_its_overwrite(env, tmp_path):
     r = invoke(*good, "--policy", env["policy"], "--overwrite")
     assert r.exit_code == 0 and sorted(p.name for p in (tmp_path / "o").iterdir()) == ["mine"], r.output
     assert (tmp_path / "o" / "mine" / "policy.md").read_text().startswith("Authenticate")
+
+
+_GET_X = '''from toolzoo.dsl import tool
+
+@tool
+def get_x(state, a: {ann}) -> dict:
+    """Get an x.
+
+    Args:
+        a: which x.
+    """
+    return {{"a": a}}
+'''
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory) -> dict[str, str]:
+    """Domain folders with one thing wrong each (issue 30, finding 6)."""
+    from tests.byoe_domains import SHIPPING_TOOLS, write_domain
+
+    root = tmp_path_factory.mktemp("folders")
+    variants = {
+        "seed_raises": {"data.py": "def seed(rng):\n    raise RuntimeError('boom')\n"},
+        "fm_str": {"__init__.py": "FAILURE_MODES = ['timeout']\n"},
+        "fm_bogus": {"__init__.py": "FAILURE_MODES = [{'bogus': 1}]\n"},
+        "deep_data": {"data.json": "[" * 100_000 + "]" * 100_000},
+        "unresolvable": {"tools.py": _GET_X.format(ann="Foo")},
+        "bare_tool": {"tools.py": _GET_X.format(ann="str")},
+        "exits": {"__init__.py": "raise SystemExit(0)\n"},
+        "loops": {"tools.py": "while True:\n    pass\n" + textwrap.dedent(SHIPPING_TOOLS)},
+    }
+    out = {"dir": str(root)}
+    for name, files in variants.items():
+        folder = write_domain(root / name, name)
+        for fname, text in files.items():
+            if fname == "data.py":
+                (folder / "data.json").unlink()
+            (folder / fname).write_text(text)
+        out[name] = str(folder)
+    return out
+
+
+# (id, args, needle in the one error line)
+FOLDERS = [
+    ("folder-seed-raises", ["zoo", "call", "{seed_raises}", "get_user", "--args", '{{"user_id": "u1"}}'],
+     "failed to load: RuntimeError: boom"),
+    ("folder-failure-modes-str", ["zoo", "validate", "{fm_str}"],
+     "fm_str/__init__.py:1: FAILURE_MODES[0] is 'timeout', not a dict"),
+    ("folder-failure-modes-bogus", ["zoo", "validate", "{fm_bogus}"],
+     "fm_bogus/__init__.py:1: FAILURE_MODES[0]: kind: Field required"),
+    ("folder-deep-data-json", ["zoo", "validate", "{deep_data}"], "deep_data/data.json: nested too deeply"),
+    ("zoo-call-deep-args", ["zoo", "call", "seed", "get_order", "--args", "[" * 100_000 + "]" * 100_000],
+     "--args is nested too deeply"),
+    ("folder-unresolvable-annotation", ["zoo", "stats", "{unresolvable}"],
+     "unresolvable/tools.py:4: unresolvable.get_x(a): cannot read the annotation 'Foo'"),
+    ("stale-domain-dirs-env", ["zoo", "serve-mcp", "retail_orders"], "$TOOLDOJO_DOMAIN_DIRS: domain dir"),
+]
+
+
+@pytest.mark.parametrize("args,needle", [c[1:] for c in FOLDERS], ids=[c[0] for c in FOLDERS])
+def test_folder_loading_errors_are_one_line(folders, args, needle):
+    from tests.conftest import any_backend
+
+    backend = ["-b", any_backend()] if args[:2] == ["zoo", "call"] and args[2] != "seed" else []
+    r = CliRunner().invoke(app, [a.format(**folders) for a in args] + backend,
+                           env={"COLUMNS": "300",
+                                "TOOLDOJO_DOMAIN_DIRS": f"{folders['dir']}/nowhere" if "DOMAIN_DIRS" in needle else ""})
+    assert_one_line_error(r, needle.format(**folders))
+
+
+def test_folder_code_that_exits_or_loops_is_never_run_by_reading_it(folders):
+    """`raise SystemExit(0)` in __init__.py ended `zoo validate` silently with 0; a tools.py looping at import
+    hung it. The folder is read, not run: the bare `@tool` README form is a read tool."""
+    from tests.conftest import any_backend
+
+    r = invoke("zoo", "call", folders["loops"], "get_usr")  # reads the tools, finds none of that name
+    assert_one_line_error(r, "did you mean get_user")
+    r = invoke("zoo", "validate", folders["exits"], "--sandboxes", "1", "-b", any_backend())
+    assert r.exit_code == 0 and "2/2 tools pass" in r.stdout, r.output
+    r = invoke("zoo", "validate", folders["bare_tool"], "--sandboxes", "1", "-b", any_backend())
+    assert r.exit_code == 0 and "1/1 tools pass" in r.stdout, r.output
+    from toolzoo.domain_dirs import load_folder
+
+    assert load_folder(folders["bare_tool"]).tool("get_x").effect == "read"

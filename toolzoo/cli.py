@@ -161,6 +161,8 @@ def _json_object(text: str) -> dict:
         value = json.loads(text)
     except ValueError as e:
         raise ValueError(f"--args is not JSON: {e}") from None
+    except RecursionError:
+        raise ValueError("--args is nested too deeply") from None
     if not isinstance(value, dict):
         raise ValueError(f"--args must be a JSON object of arguments, not {type(value).__name__}")
     return value
