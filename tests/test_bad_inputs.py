@@ -419,3 +419,59 @@ def test_folder_code_that_exits_or_loops_is_never_run_by_reading_it(folders):
     from toolzoo.domain_dirs import load_folder
 
     assert load_folder(folders["bare_tool"]).tool("get_x").effect == "read"
+
+
+@pytest.fixture(scope="module")
+def task_files(tmp_path_factory) -> dict[str, str]:
+    """A domain folder and task files with one thing wrong each (issue 30, finding 4)."""
+    from tests.byoe_domains import write_domain
+
+    root = tmp_path_factory.mktemp("import_tasks")
+    move = {"name": "modify_user_address", "kwargs": {"user_id": "u1", "city": "Reno", "state": "NV"}}
+    made: dict[str, str | bytes] = {
+        "outputs_string.json": json.dumps([{"instruction": "Move u1.", "actions": [move], "outputs": "Reno"}]),
+        "duplicate_ids.json": json.dumps([{"id": "t1", "instruction": "Move u1.", "actions": [move]}] * 2),
+        "kwargs_5.json": json.dumps([{"instruction": "x", "actions": [{"name": "get_user", "kwargs": 5}]}]),
+        "kwargs_string.json": json.dumps([{"instruction": "x", "actions": [{"name": "get_user",
+                                                                            "kwargs": "user_id=u1"}]}]),
+        "deep.json": '[{"instruction": "x", "outputs": ' + "[" * 100_000 + "]" * 100_000 + "}]",
+        "latin1.json": b'[{"instruction": "caf\xe9"}]',
+        "bad_line_2.jsonl": json.dumps({"instruction": "Move u1.", "actions": [move]}) + "\n{not json\n",
+        "all_dropped.json": json.dumps([{"instruction": "Move u9.", "actions": [
+            {"name": "modify_user_address", "kwargs": {"user_id": "u9", "city": "X", "state": "NV"}}]}]),
+    }
+    out = {"dir": str(root), "domain": str(write_domain(root, "tasks_desk"))}
+    for name, content in made.items():
+        (root / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+        out[name.split(".")[0]] = str(root / name)
+    return out
+
+
+# (id, task file, needle in the one error line)
+IMPORT_TASKS = [
+    ("import-tasks-outputs-string", "outputs_string", "outputs_string.json: task #1 (tasks_desk-00000): outputs "
+                                                      "must be a list of strings"),
+    ("import-tasks-duplicate-ids", "duplicate_ids", "duplicate_ids.json: task #2: task id 't1' is also the id of"),
+    ("import-tasks-kwargs-5", "kwargs_5", "kwargs_5.json: task #1 (tasks_desk-00000): action #1 (get_user): "
+                                          "kwargs must be an object of arguments, not int"),
+    ("import-tasks-kwargs-string", "kwargs_string", "kwargs must be an object of arguments, not str 'user_id=u1'"),
+    ("import-tasks-deep", "deep", "deep.json: nested too deeply"),
+    ("import-tasks-latin1", "latin1", "latin1.json: not UTF-8 text (byte 0xe9"),
+    ("import-tasks-jsonl-line-2", "bad_line_2", "bad_line_2.jsonl:2: not JSON"),
+    ("import-tasks-all-dropped", "all_dropped", "none of the 1 task(s) was kept (first: tasks_desk-00000"),
+]
+
+
+@pytest.mark.parametrize("which,needle", [c[1:] for c in IMPORT_TASKS], ids=[c[0] for c in IMPORT_TASKS])
+def test_import_tasks_errors_name_the_file_and_task(task_files, which, needle):
+    from tests.conftest import any_backend
+
+    out = Path(task_files["dir"], "o", which)
+    r = invoke("synth", "import-tasks", task_files[which], "--domain", task_files["domain"], "--out", str(out),
+               "-b", any_backend(), "--sandboxes", "1")
+    assert_one_line_error(r, needle)
+    if which == "all_dropped":  # the reasons are kept, and no empty task set is written
+        assert sorted(p.name for p in out.iterdir()) == ["dropped.jsonl"]
+        assert "u9" in json.loads((out / "dropped.jsonl").read_text())["reason"]
+    else:
+        assert not out.exists()
