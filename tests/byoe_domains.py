@@ -191,9 +191,27 @@ if __name__ == "__main__":
 '''
 
 
-def write_mcp_server(root: Path) -> Path:
+# Hooks that go wrong (issue 30): a text answer, a dotted server name.
+MCP_HOOK_EXTRAS = """
+
+@server.tool()
+def describe_state() -> str:
+    \"\"\"The state in words (not JSON).\"\"\"
+    return "three users, all in Austin"
+
+
+@server.tool(name="db.dump")
+def db_dump() -> dict:
+    \"\"\"The whole database, under a dotted name.\"\"\"
+    return DB
+
+"""
+
+
+def write_mcp_server(root: Path, *, hook_extras: bool = False) -> Path:
     path = root / "shipping_mcp_server.py"
-    path.write_text(MCP_SERVER)
+    head, main = MCP_SERVER.split("\nif __name__")
+    path.write_text(head + (MCP_HOOK_EXTRAS if hook_extras else "") + "\nif __name__" + main)
     return path
 
 

@@ -75,6 +75,9 @@ def import_mcp(
         source = McpSource(url=url, server_name=name)
     headers = {"Authorization": f"Bearer {token}"} if token else None
 
+    for flag, ref in (("--state-read", state_read), ("--state-reset", state_reset)):
+        if ref is not None and not ref.strip():
+            raise ValueError(f"{flag} is empty: give tool:NAME or resource:URI")
     if (state_read or state_reset or read or write) and not domain:
         raise ValueError("--state-read, --state-reset, --read and --write go with --domain")
     if state_reset and not state_read:
@@ -87,13 +90,15 @@ def import_mcp(
         raise ValueError(f"none of the server's {len(imported.skipped)} tool(s) could be imported")
     if domain:
         from toolzoo.domain_dirs import load_folder
-        from toolzoo.mcp_domain import write_mcp_domain
+        from toolzoo.mcp_domain import probe_state, resolve_hooks, write_mcp_domain
         from toolzoo.spec import McpStateHook
 
-        hook = McpStateHook(read=state_read, reset=state_reset) if state_read else None
+        dom_name = name or (specs[0].domain if specs else "mcp")
+        hook = resolve_hooks(specs, McpStateHook(read=state_read, reset=state_reset)) if state_read else None
+        if hook is not None:  # a hook that fails or answers non-JSON is refused now, not found in every episode
+            probe_state(specs, hook, dom_name, timeout=timeout)
         effects = {**{t: "read" for t in read or ()}, **{t: "write" for t in write or ()}}
-        folder = write_mcp_domain(specs, out, name or (specs[0].domain if specs else "mcp"), state=hook,
-                                  effects=effects)
+        folder = write_mcp_domain(specs, out, dom_name, state=hook, effects=effects)
         specs, path = load_folder(folder).tools, folder  # as episodes will see them: hooks hidden, effects set
     else:
         zoo = Zoo(external=specs)
