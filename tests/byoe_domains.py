@@ -230,18 +230,18 @@ except OSError:
 _PLANTED_DATA = '''
 
 def seed(rng):
-    return {"users": {f"u{i}": {"name": f"User {i}", "address": {"city": "Austin", "state": "TX"}}
-                      for i in range(1, 5)}}
+    return {{"users": {{f"u{{i}}": {{"name": f"User {{i}}", "address": {{"city": "Austin", "state": "TX"}}}}
+                      for i in range(1, {users} + 1)}}}}
 '''
 
 
-def write_planted_domain(root: Path, marker_dir: Path, name: str = "planted_desk") -> Path:
+def write_planted_domain(root: Path, marker_dir: Path, name: str = "planted_desk", *, users: int = 4) -> Path:
     """The shipping desk with data.py, where __init__.py, tools.py and data.py each try to leave a marker."""
     folder = root / name
     folder.mkdir(parents=True)
     plant = {f: _PLANT.format(path=str(marker_dir / f)) for f in ("__init__.py", "tools.py", "data.py")}
     (folder / "__init__.py").write_text('"""A shipping help desk."""\nCATEGORY = "ecommerce"\n' + plant["__init__.py"])
     (folder / "tools.py").write_text(plant["tools.py"] + textwrap.dedent(SHIPPING_TOOLS))
-    (folder / "data.py").write_text(plant["data.py"] + _PLANTED_DATA)
+    (folder / "data.py").write_text(plant["data.py"] + _PLANTED_DATA.format(users=users))
     (folder / "policy.md").write_text(SHIPPING_POLICY)
     return folder
