@@ -231,8 +231,12 @@ def write_mcp_domain(specs: list[ToolSpec], out: str | Path, name: str, *, state
     from toolzoo.openai_functions import _write_atomically
     from toolzoo.spec import NAME_RE, SpecError
 
+    from toolzoo.domain_dirs import builtin_names
+
     if not NAME_RE.match(name):
         raise SpecError(f"domain name {name!r} must be an identifier")
+    if name in builtin_names():
+        raise SpecError(f"--name {name!r} is a built-in domain's name (reserved); choose another")
     effects = dict(effects or {})
     names = {t.name for t in specs}
     state = resolve_hooks(specs, state)

@@ -101,8 +101,9 @@ def test_import_mcp_domain_errors(tmp_path):
     (["--state-read", "resource:state://nowhere"], "the state read hook resource:state://nowhere of MCP domain"),
     (["--state-read", ""], "--state-read is empty"),
     (["--state-read", "get_state", "--state-reset", ""], "--state-reset is empty"),
+    (["--state-read", "get_state", "--name", "retail_orders"], "--name 'retail_orders' is a built-in domain's name"),
 ], ids=["import-mcp-hook-not-json", "import-mcp-missing-resource-hook", "import-mcp-empty-state-read",
-        "import-mcp-empty-state-reset"])
+        "import-mcp-empty-state-reset", "import-mcp-reserved-name"])
 def test_import_mcp_refuses_state_hooks_that_cannot_work(tmp_path, hook, needle):
     """Issue 30 finding 5: each of these was accepted and failed (or silently abstained) in every episode."""
     from tooldojo.cli import app
