@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -303,6 +305,38 @@ def _failure_modes(init: dict[str, Any], where: Path) -> list[FailureMode]:
         except ValidationError as e:
             raise SpecError(f"{where}:{line}: FAILURE_MODES[{i}]: {validation_reason(e)}") from None
     return out
+
+
+def write_atomically(out: Path, name: str, files: Mapping[str, str], *, overwrite: bool,
+                      check: Any = None) -> Path:
+    """OUT/NAME holding `files`, written under a temporary name, checked with `check(folder)`, renamed in."""
+    import tempfile
+
+    folder = out / name
+    if folder.exists() and not overwrite:
+        raise SpecError(f"{folder} exists; pass --overwrite to replace it")
+    made = [p for p in (out, *out.absolute().parents) if not p.exists()]
+    out.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}.importing-", dir=out))
+    try:
+        (staging / name).mkdir()
+        for fname, text in files.items():
+            (staging / name / fname).write_text(text, encoding="utf-8")
+        if check is not None:
+            check(staging / name)
+        if folder.exists():
+            os.replace(folder, staging / ".old")
+        os.replace(staging / name, folder)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        for p in made:  # folders this import created, innermost first
+            try:
+                p.rmdir()
+            except OSError:
+                break
+        raise
+    shutil.rmtree(staging, ignore_errors=True)
+    return folder
 
 
 # --------------------------------------------------------------------- CLI

@@ -228,10 +228,9 @@ def write_mcp_domain(specs: list[ToolSpec], out: str | Path, name: str, *, state
                      description: str = "", overwrite: bool = True) -> Path:
     """A domain folder OUT/NAME (mcp.json) of imported MCP tools; the state hooks' tools are not offered.
     Written under a temporary name and renamed into place."""
-    from toolzoo.openai_functions import _write_atomically
     from toolzoo.spec import NAME_RE, SpecError
 
-    from toolzoo.domain_dirs import builtin_names
+    from toolzoo.domain_dirs import builtin_names, write_atomically
 
     if not NAME_RE.match(name):
         raise SpecError(f"domain name {name!r} must be an identifier")
@@ -255,7 +254,7 @@ def write_mcp_domain(specs: list[ToolSpec], out: str | Path, name: str, *, state
         "tools": [t.model_dump(mode="json", exclude_none=True) for t in tools]}, indent=1)}
     if policy:
         files["policy.md"] = policy
-    return _write_atomically(Path(out).expanduser(), name, files, overwrite=overwrite)
+    return write_atomically(Path(out).expanduser(), name, files, overwrite=overwrite)
 
 
 def probe_state(specs: list[ToolSpec], state: McpStateHook, name: str, *, timeout: float = 30.0) -> Any:

@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import ast
 import json
-import os
-import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -59,7 +57,7 @@ def _py_files(tools: Path) -> list[Path]:
     if tools.is_file():
         return [tools]
     if not tools.is_dir():
-        raise SpecError(f"{tools}: no such file or directory")
+        raise SpecError(f"--tools {tools}: no such file or folder")
     return sorted(p for p in tools.rglob("*.py") if p.name != "__init__.py")
 
 
@@ -125,7 +123,7 @@ def import_environment(tools: str | Path, data: str | Path, *, name: str, out: s
     from pydantic import ValidationError
 
     from sandboxes.cli_files import validation_reason
-    from toolzoo.domain_dirs import builtin_names, load_folder
+    from toolzoo.domain_dirs import builtin_names, load_folder, write_atomically
     from toolzoo.spec import ToolSpec
 
     if not NAME_RE.match(name):
@@ -193,39 +191,7 @@ def import_environment(tools: str | Path, data: str | Path, *, name: str, out: s
             f"CATEGORY = {category!r}\n")
     files = {"tools.py": source, "tools.json": json.dumps(schemas, indent=1), "data.json": database,
              "__init__.py": init, **({"policy.md": policy_text} if policy_text is not None else {})}
-    return _write_atomically(Path(out).expanduser(), name, files, overwrite=overwrite, check=load_folder)
-
-
-def _write_atomically(out: Path, name: str, files: Mapping[str, str], *, overwrite: bool,
-                      check: Any = None) -> Path:
-    """OUT/NAME holding `files`, written under a temporary name, checked with `check(folder)`, renamed in."""
-    import tempfile
-
-    folder = out / name
-    if folder.exists() and not overwrite:
-        raise SpecError(f"{folder} exists; pass --overwrite to replace it")
-    made = [p for p in (out, *out.absolute().parents) if not p.exists()]
-    out.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{name}.importing-", dir=out))
-    try:
-        (staging / name).mkdir()
-        for fname, text in files.items():
-            (staging / name / fname).write_text(text, encoding="utf-8")
-        if check is not None:
-            check(staging / name)
-        if folder.exists():
-            os.replace(folder, staging / ".old")
-        os.replace(staging / name, folder)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        for p in made:  # folders this import created, innermost first
-            try:
-                p.rmdir()
-            except OSError:
-                break
-        raise
-    shutil.rmtree(staging, ignore_errors=True)
-    return folder
+    return write_atomically(Path(out).expanduser(), name, files, overwrite=overwrite, check=load_folder)
 
 
 def _database(data: Path) -> Any:
