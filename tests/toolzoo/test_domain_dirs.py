@@ -182,3 +182,66 @@ def test_no_code_of_a_domain_folder_runs_on_the_host(tmp_path, clean_registry, m
     # the same file run on the host does leave the marker: the plant works, so its absence above means something
     exec(compile((folder / "tools.py").read_text().split("from toolzoo.dsl")[0], "plant", "exec"), {})
     assert (markers / "tools.py").read_text() == "s3cret"
+
+
+def test_reading_tools_without_running_them_gives_what_importing_them_gives(tmp_path):
+    """The AST reader (toolzoo.static_domain) against the introspection of the imported functions: every
+    built-in domain, and a file of the annotation forms users write."""
+    import importlib.util
+    import inspect
+    import textwrap
+
+    from toolzoo.domains import HERE, domain_names
+    from toolzoo.introspect import spec_from_function
+    from toolzoo.static_domain import read_tools
+
+    for name in domain_names():
+        live = load_domain(name)
+        assert read_tools(HERE / name, domain=name, category=live.category) == live.tools, name
+
+    (tmp_path / "tools.py").write_text(textwrap.dedent('''
+        import typing
+        from typing import Annotated, Any, Dict, List, Literal, Optional, Union
+
+        from toolzoo.dsl import tool
+
+        LIMITS = {"minimum": 1, "maximum": 9}
+        Count = Annotated[int, LIMITS]
+        KINDS = ("a", "b")
+
+        @tool(effect="write", errors={"nope": "no"})
+        def set_things(state, n: Count, kind: "Literal['a', 'b']", tags: List[str], extra: Dict[str, Any],
+                       note: Optional[str] = None, when: Union[int, str, None] = 3, *, flag: typing.Literal[1, 2] = 1,
+                       any_: Any = None, pair: list[Annotated[int, {"minimum": 0}]] | None = None) -> dict:
+            """Set things.
+
+            Args:
+                n: how many.
+                kind: which kind.
+                tags: labels.
+                extra: more.
+                note: a note.
+                when: a time.
+                flag: a flag.
+                any_: anything.
+                pair: two numbers.
+            """
+            return {}
+
+        @tool
+        def get_thing(db, k: str | int = "x") -> list[dict]:
+            """Get a thing.
+
+            Args:
+                k: the key.
+            """
+            return []
+    '''))
+    spec = importlib.util.spec_from_file_location("static_vs_live_tools", tmp_path / "tools.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # the test's own file: running it here is the reference
+    fns = sorted((f for f in vars(module).values() if inspect.isfunction(f) and hasattr(f, "__tool__")),
+                 key=lambda f: f.__code__.co_firstlineno)
+    live = [spec_from_function(f, domain="forms", category="custom") for f in fns]
+    assert [t.name for t in live] == ["set_things", "get_thing"]
+    assert read_tools(tmp_path, domain="forms", category="custom") == live
