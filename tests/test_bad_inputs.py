@@ -178,6 +178,23 @@ def test_every_numeric_option_is_bounded():
     assert not unbounded, f"numeric options without an upper bound (use sandboxes.cli_options): {unbounded}"
 
 
+def test_every_command_that_reads_tasks_takes_domain_dirs():
+    """Tasks name their domain; without --domain-dir an out-of-tree domain's trajectories all abstained in
+    `dojo synth filter` (issue 30, finding 8)."""
+    def walk(cmd, path):
+        for name, sub in (getattr(cmd, "commands", None) or {}).items():
+            yield from walk(sub, [*path, name])
+        if not getattr(cmd, "commands", None):
+            # options that take a value: import-mcp's --domain is a flag (it writes a domain, reads none)
+            yield " ".join(path), {o for p in cmd.params if not getattr(p, "is_flag", False)
+                                   for o in getattr(p, "opts", [])}
+
+    commands = {path: opts for path, opts in walk(typer.main.get_command(app), [])}
+    readers = [path for path, opts in commands.items() if {"--tasks", "--trajectories", "--domain"} & opts]
+    assert {"synth filter", "rewards agreement", "synth trajectories", "synth import-tasks"} <= set(readers)
+    assert [path for path in readers if "--domain-dir" not in commands[path]] == []
+
+
 # ------------------------------------------------------------------ real processes
 def _dojo(*args: str, **kw) -> subprocess.Popen:
     env = {**os.environ, "COLUMNS": "300", "PYTHONPATH": str(ROOT), **kw.pop("env", {})}
