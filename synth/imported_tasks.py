@@ -5,7 +5,8 @@ instruction, the gold actions (`{"name", "kwargs"}`) and the outputs the agent m
 becomes a `Task` as it is: the rubric and persona are left empty, not invented; the user scenario
 is the instruction. A task is kept only if its gold actions replay without error, twice to the
 same state, in fresh sandboxes, and every required output appears in their results (as for
-synthesised tasks); the others are dropped with the reason.
+synthesised tasks); a gold call failing with a declared error (a look-up of a user that does not
+exist) is part of the gold, as in the rewards' replay. The others are dropped with the reason.
 
 Task files: a JSON list, JSONL, or Python source of `Task(...)` calls with `Action(...)` in them
 (tau-bench's tasks_*.py), read without running it.
@@ -152,12 +153,12 @@ async def validate_imported(tasks: Sequence[Task], domain: Domain, pool: Any) ->
 
     async def one(i: int) -> None:
         t = tasks[i]
-        first = await replay_task(t, pool, domain)
+        first = await replay_task(t, pool, domain, declared_failures=True)
         if not first.ok:
             results[i] = (t, False, first.reason or "replay failed")
             return
         t = t.model_copy(update={"final_state_hash": first.final_state_hash})
-        ok, why = await check_task(t, pool, domain)
+        ok, why = await check_task(t, pool, domain, declared_failures=True)
         results[i] = (t, ok, why)
 
     async with anyio.create_task_group() as tg:

@@ -120,6 +120,9 @@ TASKS = [
          actions=[Action(name="modify_user_address",
                          kwargs={"user_id": "zed_9", "city": "Austin", "state": "TX", "zip": "73301"})],
          outputs=[]),
+    Task(annotator="0", user_id="ana_1", instruction="You are Ana (ana_1). Move to Reno.",
+         actions=[Action(name="modify_user_address", kwargs={"user_id": "ana_1", "city": "Reno"})],
+         outputs=[]),
 ]
 '''
 

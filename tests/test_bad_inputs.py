@@ -454,8 +454,8 @@ def task_files(tmp_path_factory) -> dict[str, str]:
         "deep.json": '[{"instruction": "x", "outputs": ' + "[" * 100_000 + "]" * 100_000 + "}]",
         "latin1.json": b'[{"instruction": "caf\xe9"}]',
         "bad_line_2.jsonl": json.dumps({"instruction": "Move u1.", "actions": [move]}) + "\n{not json\n",
-        "all_dropped.json": json.dumps([{"instruction": "Move u9.", "actions": [
-            {"name": "modify_user_address", "kwargs": {"user_id": "u9", "city": "X", "state": "NV"}}]}]),
+        "all_dropped.json": json.dumps([{"instruction": "Move u1.", "actions": [  # no city, state: bad arguments
+            {"name": "modify_user_address", "kwargs": {"user_id": "u1"}}]}]),
     }
     out = {"dir": str(root), "domain": str(write_domain(root, "tasks_desk"))}
     for name, content in made.items():
@@ -489,6 +489,6 @@ def test_import_tasks_errors_name_the_file_and_task(task_files, which, needle):
     assert_one_line_error(r, needle)
     if which == "all_dropped":  # the reasons are kept, and no empty task set is written
         assert sorted(p.name for p in out.iterdir()) == ["dropped.jsonl"]
-        assert "u9" in json.loads((out / "dropped.jsonl").read_text())["reason"]
+        assert "invalid_arguments" in json.loads((out / "dropped.jsonl").read_text())["reason"]
     else:
         assert not out.exists()

@@ -84,8 +84,8 @@ def test_an_mcp_server_with_state_hooks_trains_and_evaluates(tmp_path):
         {"instruction": f"Move user u{i} to {city}, NV.", "outputs": [city],
          "actions": [{"name": "modify_user_address", "kwargs": {"user_id": f"u{i}", "city": city, "state": "NV"}}]}
         for i, city in ((1, "Reno"), (2, "Elko"), (3, "Ely"))] + [
-        {"instruction": "Move user u9 away.", "actions": [{"name": "modify_user_address",
-                                                           "kwargs": {"user_id": "u9", "city": "X", "state": "NV"}}]}]))
+        {"instruction": "Move user u9 away.", "actions": [{"name": "modify_user_address",  # no state: bad arguments
+                                                           "kwargs": {"user_id": "u9", "city": "X"}}]}]))
     out = _dojo(tmp_path, "synth", "import-tasks", str(tmp_path / "gold.json"), "--domain", "e2e_ship",
                 "--domain-dir", str(domains), "--out", str(tmp_path / "tasks"), "-b", any_backend())
     assert "3 tasks kept, 1 dropped" in out

@@ -38,13 +38,17 @@ def test_an_openai_function_environment_becomes_a_domain_and_tasks(tmp_path):
         assert h.state()["users"]["ana_1"]["address"]["state"] == "NV"
 
     kept, dropped = import_tasks(env / "tasks_test.py", dom, backend=any_backend(), sandboxes=2)
-    assert [t.id for t in kept] == ["my_env-00000", "my_env-00001"]
-    first, second = kept
+    assert [t.id for t in kept] == ["my_env-00000", "my_env-00001", "my_env-00002"]
+    first, second, unknown_user = kept
     assert first.gold_actions[0].arguments["state"] == "NV" and first.final_state_hash
     assert second.expected_outputs == ["73301"]
     assert first.rubric.model_dump() == {"success_criteria": [], "expected_tool_pattern": [], "checkpoints": []}
     assert first.persona == "" and first.provenance == "imported"
-    assert len(dropped) == 1 and dropped[0].id == "my_env-00002" and "user not found" in dropped[0].reason
+    # a gold call failing with the declared error is part of the gold (issue 30 finding 8); the environment
+    # answered "Error: user not found", so the state is unchanged
+    assert unknown_user.gold_actions[0].arguments["user_id"] == "zed_9"
+    # bad arguments in the gold are not a declared error: dropped, with the reason
+    assert len(dropped) == 1 and dropped[0].id == "my_env-00003" and "invalid_arguments" in dropped[0].reason
 
 
 def test_effects_and_errors_of_the_adapter(tmp_path):
