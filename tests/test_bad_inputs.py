@@ -205,12 +205,33 @@ def _dojo(*args: str, **kw) -> subprocess.Popen:
 def test_a_server_that_never_answers_is_a_one_line_error():
     from tests.conftest import silent_server
 
-    with silent_server() as (port, _):
+    with silent_server() as (port, held):
         p = _dojo("jobs", "list", "--server", f"http://127.0.0.1:{port}", env={"TOOLDOJO_K8S_REQUEST_TIMEOUT": "1"})
         out, err = p.communicate(timeout=60)
+        connections = len(held)
     lines = [line for line in err.splitlines() if line.strip()]
     assert p.returncode == 1 and len(lines) == 1 and "Traceback" not in err, err
     assert "did not answer within 1 s" in lines[0], lines[0]
+    # the stated wait is the whole wait: one attempt (a retry after the timeout doubled it: 30 s took 62 s)
+    assert connections == 1, connections
+
+
+def test_a_kubernetes_request_has_one_total_deadline(monkeypatch):
+    """Every request without its own timeout gets one number: urllib3's total deadline for connect and
+    read together (a (connect, read) pair let the two add up), and the client does not retry."""
+    from sandboxes.kube import K8sClient
+
+    monkeypatch.setenv("TOOLDOJO_K8S_REQUEST_TIMEOUT", "7")
+    client = K8sClient.connect(server="http://127.0.0.1:9")
+    seen = {}
+
+    def fake(**kw):
+        seen.update(kw)
+        return "ok"
+
+    assert client._call(fake, what="x") == "ok"
+    assert seen["_request_timeout"] == 7.0
+    assert client.api_client.configuration.retries == 0
 
 
 SIGTERM_SCRIPT = textwrap.dedent("""
