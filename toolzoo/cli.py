@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import time
 from pathlib import Path
 
 import typer
@@ -39,7 +40,7 @@ def import_mcp(
     name: str = typer.Option("", "--name", help="domain name for the tools (default: from the server's name)"),
     token: str = typer.Option(None, "--token", help="bearer token sent to the --url server (never stored)"),
     env: list[str] = EnvOpt,
-    timeout: float = timeout_option(30.0, "--timeout", help="seconds to wait for the server"),
+    timeout: float = timeout_option(30.0, "--timeout", help="seconds the whole import may take (starting or connecting to the server, listing its tools, probing the state hooks)"),
     domain: bool = typer.Option(False, "--domain", help="write a domain folder OUT/NAME (mcp.json) that episodes, "
                                 "training and evals use (load it with --domain-dir OUT), not a zoo.json"),
     state_read: str = typer.Option(None, "--state-read", help="with --domain: tool:NAME or resource:URI returning the "
@@ -82,6 +83,7 @@ def import_mcp(
         raise ValueError("--state-read, --state-reset, --read and --write go with --domain")
     if state_reset and not state_read:
         raise ValueError("--state-reset needs --state-read (a reset without a read gives no world-state reward)")
+    deadline = time.monotonic() + timeout  # --timeout bounds the whole import: tools, then the hooks' probe
     imported = anyio.run(lambda: import_mcp_tools(source, headers=headers, timeout=timeout))
     for skip in imported.skipped:
         err_console.print(f"skipped MCP tool {skip.name!r}: {skip.reason}", highlight=False, markup=False, soft_wrap=True)
@@ -96,7 +98,11 @@ def import_mcp(
         dom_name = name or (specs[0].domain if specs else "mcp")
         hook = resolve_hooks(specs, McpStateHook(read=state_read, reset=state_reset)) if state_read else None
         if hook is not None:  # a hook that fails or answers non-JSON is refused now, not found in every episode
-            probe_state(specs, hook, dom_name, timeout=timeout)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ValueError(f"--timeout {timeout:g}s was used up listing the tools; nothing is left to probe "
+                                 "the --state-read/--state-reset hooks: pass a longer --timeout")
+            probe_state(specs, hook, dom_name, timeout=left)
         effects = {**{t: "read" for t in read or ()}, **{t: "write" for t in write or ()}}
         folder = write_mcp_domain(specs, out, dom_name, state=hook, effects=effects)
         specs, path = load_folder(folder).tools, folder  # as episodes will see them: hooks hidden, effects set

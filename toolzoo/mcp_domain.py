@@ -266,18 +266,22 @@ def probe_state(specs: list[ToolSpec], state: McpStateHook, name: str, *, timeou
                     tools=[t.model_copy(update={"domain": name}) for t in specs])
 
     async def go() -> Any:
-        session = McpSession(domain, call_timeout=timeout, connect_timeout=timeout)
-        await session.open()
-        try:
-            await session.reset()
-            return await session._state()
-        finally:
-            await session.close()
+        with anyio.fail_after(timeout):  # the whole probe (connect, reset, read), not each step
+            session = McpSession(domain, call_timeout=timeout, connect_timeout=timeout)
+            await session.open()
+            try:
+                await session.reset()
+                return await session._state()
+            finally:
+                await session.close()
 
     try:
         value = anyio.run(go)
     except SandboxDead as e:
         raise SpecError(f"--state-read/--state-reset: {e}") from None
+    except TimeoutError:
+        raise SpecError(f"--state-read/--state-reset: the hooks did not answer within the --timeout left "
+                        f"({timeout:.3g}s)") from None
     if not isinstance(value, dict | list):
         raise SpecError(f"--state-read {state.read} returned {type(value).__name__} {value!r:.60}, not a JSON "
                         "object or array (the server's whole world state)")
