@@ -137,7 +137,7 @@ def report_cmd(
 ) -> None:
     """Show runs as a grid (models side by side) and write the static HTML report."""
     from evals.context import EvalError
-    from evals.history import current_view, find_run, list_runs
+    from evals.history import current_view, find_run, list_runs, slug
     from evals.report import grid_table, write_html
 
     hist = _history(history)
@@ -149,10 +149,18 @@ def report_cmd(
             from evals.suite import load_suite
 
             name = load_suite(suite).name
-        all_runs = list_runs(hist, name) if name else list_runs(hist)
-        if not all_runs:
+        broken: list[tuple[Path, str]] = []
+        all_runs = list_runs(hist, name, broken=broken) if name else list_runs(hist, broken=broken)
+        name = name or (all_runs[-1][0].suite if all_runs else None)
+        # a run.json that does not load is named, as `eval runs` does, never silently left out of the grid:
+        # no report is written without that model (only broken runs of this suite's folder count)
+        broken = [(f, why) for f, why in broken if not name or f.is_relative_to(hist / slug(name))]
+        for f, why in broken:
+            err.print(f"error: {f} does not load: {why}", style="red", markup=False, soft_wrap=True)
+        if broken:
+            raise typer.Exit(1)
+        if not all_runs or not name:
             raise EvalError(f"no runs{' of suite ' + name if name else ''} in {hist}: `dojo eval run` first")
-        name = name or all_runs[-1][0].suite
         labels: list[str] = []
         for r, _ in reversed(all_runs):
             if r.suite == name and r.label not in labels:

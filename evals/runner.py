@@ -139,6 +139,11 @@ def make_task(model: EvalModel, options: RunOptions):
         })
         if traj.termination in _INFRA_ENDS:
             raise CaseNotRunnable(f"the episode ended with {traj.termination}: {traj.error}")
+        if traj.termination == "max_tokens" and traj.stats.agent_turns == 0:
+            # not a failed case: the model never got to answer (its first prompt did not fit its context)
+            raise CaseNotRunnable(f"the prompt (system prompt and {len(traj.tools)} tool schemas) does not fit the "
+                                  f"model's context, so it never answered ({traj.error}); use fewer tools, a shorter "
+                                  "system prompt or a model with a longer context")
         last = next((m for m in reversed(traj.messages) if m.get("role") == "assistant" and m.get("content")), None)
         return (last or {}).get("content") or ""
 

@@ -16,6 +16,10 @@ from rich.table import Table
 from sandboxes.cli import one_line_errors
 from sandboxes.cli_files import check_out_dir, load_yaml, read_jsonl, validation_reason
 from sandboxes.cli_options import count_option, url_option
+from toolzoo.domain_dirs import HELP as DOMAIN_DIR_HELP
+from toolzoo.domain_dirs import use as use_domain_dirs
+
+DomainDirOpt = typer.Option(None, "--domain-dir", metavar="DIR", help=DOMAIN_DIR_HELP)
 
 app = typer.Typer(help="Rewards: the SFT filter and judge agreement.", no_args_is_help=True)
 console = Console()
@@ -132,6 +136,7 @@ def filter_cmd(
     backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
     sandboxes: int = count_option(4, "--sandboxes", limit="sandboxes", min=1, help="trajectories verified in parallel"),
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON instead of tables"),
+    domain_dir: list[str] = DomainDirOpt,
 ) -> None:
     """Rejection-sample trajectories into SFT data: keep those whose verifiable rewards all score 1.0 (no hack
     flags) and, with a judge, that the judge scores >= --threshold; write the kept ones in TRL's format,
@@ -142,6 +147,7 @@ def filter_cmd(
     from synth.tasks import load_tasks
 
     _check_backend(backend)
+    use_domain_dirs(domain_dir)
     reward_cfg = reward_config(config) if config is not None else None
     task_list = load_tasks(tasks)
     trajs = load_trajectories(trajectories)
@@ -195,6 +201,7 @@ def agreement_cmd(
     backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
     sandboxes: int = count_option(4, "--sandboxes", limit="sandboxes", min=1, help="trajectories checked in parallel"),
     as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
+    domain_dir: list[str] = DomainDirOpt,
 ) -> None:
     """How often the LLM judge agrees with the verifiable world-state reward: precision, recall and F1 of
     "judge says success" against "state says success", the confusion matrix and the abstention rate."""
@@ -205,6 +212,7 @@ def agreement_cmd(
     from synth.tasks import load_tasks
 
     _check_backend(backend)
+    use_domain_dirs(domain_dir)
     task_list = load_tasks(tasks)
     trajs = load_trajectories(trajectories)
     client = judge_client(judge_base_url, judge_model, judge_api_key_env, judge_cache_dir)

@@ -273,10 +273,14 @@ class CompositeReward:
 
 
 # ======================================================================= build
-def build_component(spec: RewardSpec, *, pool: Any = None, llm_client: Any = None) -> Reward:
+def build_component(spec: RewardSpec, *, pool: Any = None, llm_client: Any = None, domain: Any = None) -> Reward:
+    """One component; ``domain`` (a Domain, a Zoo or a name -> Domain callable) goes to the components
+    that read the task's domain (world_state, rubric, reverify)."""
     from rewards import verifiable as v
 
     p = dict(spec.params)
+    if domain is not None and spec.kind in ("world_state", "rubric", "reverify"):
+        p.setdefault("domain", domain)
     if spec.kind in NEEDS_POOL and pool is None:
         raise ValueError(f"component {spec.name} ({spec.kind}) needs a sandbox pool: build_reward(config, pool=...)")
     if spec.kind == "world_state":
@@ -311,17 +315,24 @@ def build_component(spec: RewardSpec, *, pool: Any = None, llm_client: Any = Non
 
 
 def build_reward(config: RewardConfig | Mapping[str, Any] | str | Path | None = None, *, pool: Any = None,
-                 llm_client: Any = None) -> CompositeReward:
+                 llm_client: Any = None, domain: Any = None, domain_dir: str | Path | None = None) -> CompositeReward:
     """A CompositeReward from a config (RewardConfig, dict, YAML path/text; None: the default).
 
+    An out-of-tree domain is found from ``domain`` (a ``Domain``, a ``Zoo`` or a name -> Domain callable)
+    or ``domain_dir`` (a domain folder, or a folder of them, as ``--domain-dir`` takes), besides
+    ``$TOOLDOJO_DOMAIN_DIRS``.
     """
+    if domain_dir is not None:
+        from toolzoo.domain_dirs import register
+
+        register(domain_dir)  # a SpecError names the folder when it holds no domain
     if config is None:
         config = RewardConfig.default()
     elif isinstance(config, (str, Path)):
         config = RewardConfig.from_yaml(config)
     elif not isinstance(config, RewardConfig):
         config = RewardConfig.model_validate(config)
-    rewards = {spec.name: (build_component(spec, pool=pool, llm_client=llm_client), spec.weight)
+    rewards = {spec.name: (build_component(spec, pool=pool, llm_client=llm_client, domain=domain), spec.weight)
                for spec in config.components}
     return CompositeReward(rewards, gate=config.gate, name=config.name, threshold=config.threshold,
                            gate_abstain=config.gate_abstain, gate_min_score=config.gate_min_score,

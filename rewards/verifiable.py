@@ -37,6 +37,7 @@ from rewards.base import RewardResult
 from rewards.mentions import _numbers, mentions, normalize  # noqa: F401  (normalize: re-exported)
 from sandboxes import SandboxError, state_digest
 from synth.episode import ToolCallRecord, Trajectory, resolve_domain
+from synth.task_replay import declared_failure  # noqa: F401  (re-exported: rewards' rule too)
 from synth.tasks import Task
 from synth.usersim import STOP, asks_for, key_phrase
 from toolzoo.mcp_domain import has_state, pool_for, release_to
@@ -151,22 +152,6 @@ def state_diff(actual: Any, expected: Any, *, limit: int = 12) -> tuple[list[str
 
 
 # ============================================================ world state (tau DB)
-def declared_failure(domain: Domain, result: Any) -> bool:
-    """Is this failed call a tool error the tool declares (`ToolFailure` with a code in its spec's
-    `errors`, or any `tool_failure` of a tool that declares none, e.g. an MCP tool)? Such a call is
-    part of a gold trajectory (tau-bench's "look up O-9999, then cancel O-1000"): its state effect is
-    nil and the replay goes on. Any other failure (bad arguments, unknown tool, crash, timeout) means
-    the gold actions are broken and the task cannot be verified. (Task synthesis, synth.task_replay,
-    stays strict: a task it writes has no failing gold call; imported tasks such as tau-bench's do.)"""
-    if getattr(result, "kind", None) != "tool_failure":
-        return False
-    try:
-        errors = domain.tool(result.name).errors
-    except (KeyError, ValueError):
-        return False
-    return not errors or result.code in errors
-
-
 class GoldCache:
     """Gold final states by task: computed once per task by replay in a fresh sandbox. A gold call
     that fails with a declared tool error is replayed like any other (see `declared_failure`)."""

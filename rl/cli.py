@@ -25,7 +25,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from sandboxes.cli import one_line_errors
+from sandboxes.cli import Terminated, one_line_errors
 from sandboxes.cli_options import count_option, url_option
 
 if TYPE_CHECKING:
@@ -107,10 +107,10 @@ def _print_summary(summary: dict[str, Any]) -> None:
 @contextlib.contextmanager
 def sigterm_interrupts() -> Iterator[None]:
     """SIGTERM (what Kubernetes and launchers send to stop a pod) interrupts like Ctrl-C, so the run is
-    recorded as interrupted instead of dying at "running"."""
+    recorded as interrupted instead of dying at "running"; the process then exits 143 (``Terminated``)."""
 
     def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+        raise Terminated(f"signal {signal.Signals(signum).name}")
 
     if threading.current_thread() is not threading.main_thread():
         yield

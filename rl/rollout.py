@@ -51,6 +51,11 @@ from rl.token_agent import TokenAgent, parse_assistant
 from synth.episode import SYSTEM_PROMPTS, EpisodeLimits, Trajectory, run_episode
 from synth.tasks import Task
 
+
+class PromptTooLong(ValueError):
+    """`dojo train`: the policy and tool schemas leave no room in the model's context to generate."""
+
+
 log = logging.getLogger("tooldojo.rl")
 
 __all__ = [
@@ -200,6 +205,41 @@ class MultiTurnRollout:
             if self._portal_cm is not None:
                 self._portal_cm.__exit__(None, None, None)
             self._portal_cm = self.portal = None
+
+    # --- preflight
+    def prompt_tokens(self, task: Task) -> int:
+        """Tokens of the episode's prompt before the user's opening: the system prompt and the tool schemas
+        (with the task's instruction standing in for the opening message)."""
+        from synth.episode import resolve_domain
+
+        dom = resolve_domain(task, None)
+        specs = [dom.tool(n) for n in task.tools] if task.tools else list(dom.tools)
+        messages = [{"role": "system", "content": self.system_prompt(task, dom)},
+                    {"role": "user", "content": task.instruction}]
+        text = self.tokenizer.apply_chat_template(messages, tools=[t.to_openai() for t in specs] or None,
+                                                  tokenize=False, add_generation_prompt=True)
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def check_prompts_fit(self, context_limit: int) -> None:
+        """Refuse a run in which no episode can generate: every task's prompt (system prompt and tool
+        schemas) fills the model's context. Checked before training, not found as a run of empty episodes
+        with reward None and loss 0."""
+        worst: tuple[int, Task] | None = None
+        for task in self.tasks.values():
+            n = self.prompt_tokens(task)
+            if n < context_limit:
+                return
+            if worst is None or n < worst[0]:
+                worst = (n, task)
+        if worst is None:
+            return
+        n, task = worst
+        raise PromptTooLong(
+            f"no episode can generate: the shortest prompt (task {task.id}: system prompt and {len(task.tools) or 'all'} "
+            f"tool schema(s) of domain {task.domain}) is {n} tokens and the model's context is {context_limit}; use "
+            "tasks with fewer tools, a shorter system prompt (rollout.system_prompt=brief), a "
+            f"model with a longer context, and keep grpo.max_completion_length ({self.max_completion_length}) "
+            "within what is left")
 
     # --- data
     def prompt_for(self, task: Task) -> list[dict[str, Any]]:

@@ -136,6 +136,16 @@ def build_trainer(cfg: TrainConfig, run_dir: Path, rollout: Any, tokenizer: Any,
 
 
 
+def context_limit(model_path: str, vllm_max_model_length: int | None = None) -> int:
+    """The model's context in tokens, as generation will see it (vLLM's max_model_len when set)."""
+    from transformers import AutoConfig
+
+    limit = int(getattr(AutoConfig.from_pretrained(model_path), "max_position_embeddings", 0) or 0)
+    if vllm_max_model_length:
+        limit = min(limit, vllm_max_model_length) if limit else vllm_max_model_length
+    return limit or 10**9
+
+
 def train(cfg: TrainConfig, *, run_dir: Path | None = None, resume_from: str | None = None,
           callbacks: list[Any] | None = None, progress: bool = True, **grpo_extra: Any) -> TrainResult:
     """Train ``cfg`` into ``run_dir`` (default: ``run.output_dir``); resume from a checkpoint path."""
@@ -169,6 +179,7 @@ def train(cfg: TrainConfig, *, run_dir: Path | None = None, resume_from: str | N
         hf_continuous_batching=ro.hf_continuous_batching, dynamic_sampling=ro.dynamic_sampling,
         vllm_streaming=ro.vllm_streaming, difficulty_filter=ro.difficulty_filter,
         extra_generations=ro.extra_generations)
+    rollout.check_prompts_fit(context_limit(model_path, ro.vllm_max_model_length if ro.use_vllm else None))
     with rollout:
         trainer = build_trainer(cfg, run_dir, rollout, tokenizer, model_path, callbacks, **grpo_extra)
         for cb in callbacks or []:  # callbacks that generate use the trainer's vLLM engine (rl.evaluate)

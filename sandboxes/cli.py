@@ -25,6 +25,18 @@ err_console = Console(stderr=True)
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM turned into an interrupt (what Kubernetes and launchers send to stop a pod): handled like
+    Ctrl-C (runs are recorded as interrupted) but the process exits 143 (128 + SIGTERM), not 130."""
+
+    exit_code = 128 + 15
+
+
+def interrupt_exit_code(e: KeyboardInterrupt) -> int:
+    """The shell's convention: 128 + the signal's number (SIGINT 130, SIGTERM 143)."""
+    return e.exit_code if isinstance(e, Terminated) else 130
+
+
 def one_line_errors(fn: F) -> F:
     """CLI commands print a one-line error (no traceback) and exit non-zero on bad input."""
 
@@ -43,9 +55,9 @@ def one_line_errors(fn: F) -> F:
             err_console.print(f"error: {where}: {first['msg']}", style="red", highlight=False, markup=False, soft_wrap=True)
         except (SandboxError, ValueError, OSError) as e:
             err_console.print(f"error: {e}", style="red", highlight=False, markup=False, soft_wrap=True)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:
             err_console.print("interrupted")
-            raise typer.Exit(130) from None
+            raise typer.Exit(interrupt_exit_code(e)) from None
         raise typer.Exit(1)
 
     return wrapper  # type: ignore[return-value]

@@ -32,6 +32,7 @@ LIMITS: dict[str, int | float] = {
     "seed": 2**32 - 1,       # numpy and torch take any seed below this
     "timeout_s": 86_400.0,   # one day
     "temperature": 2.0,      # OpenAI-compatible servers accept 0..2
+    "data_mb": 65_536.0,     # an imported domain's database (64 GiB)
 }
 MAX_PORT = 65535
 

@@ -29,8 +29,9 @@ from typing import Any
 
 DEFAULT_QPS = 50.0
 DEFAULT_BURST = 100
-# (connect, read) seconds of every request that sets no timeout of its own: a server that accepts and
-# never answers is an error, not a hang. $TOOLDOJO_K8S_REQUEST_TIMEOUT overrides the read timeout.
+# (connect, read) seconds: a server that accepts and never answers is an error, not a hang. A request that
+# sets no timeout of its own gets the read value as its total deadline (connect and read together, one
+# attempt). $TOOLDOJO_K8S_REQUEST_TIMEOUT overrides it.
 CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 30.0
 
@@ -228,7 +229,9 @@ class K8sClient:
                 raise K8sUnavailable(
                     "no Kubernetes cluster configured: set $KUBECONFIG or pass --kubeconfig, --context or --server "
                     "(in a pod, the service account is used)")
-        cfg.retries = 1  # fail fast; callers decide what to retry
+        # one attempt: urllib3 retrying a timed-out request doubled the stated wait ("within 30 s" took 62 s);
+        # callers decide what to retry
+        cfg.retries = 0
         cfg.connection_pool_maxsize = 64
         return cls(k.ApiClient(cfg), source=source, namespace=namespace, qps=qps, burst=burst)
 
@@ -250,7 +253,8 @@ class K8sClient:
 
         self.bucket.acquire()
         self.requests += 1
-        kwargs.setdefault("_request_timeout", self.timeout)
+        # a number is urllib3's total deadline (connect and read together): the wait the error message states
+        kwargs.setdefault("_request_timeout", self.timeout[1])
         try:
             return fn(*args, _preload_content=False, **kwargs)
         except ApiException as e:

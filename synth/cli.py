@@ -161,6 +161,9 @@ def import_tasks_cmd(
 ) -> None:
     """Import an environment's own tasks (instruction, gold actions, outputs), each kept only if its gold
     actions replay to the same state twice and produce its outputs."""
+    import os
+    import shutil
+    import tempfile
     from pathlib import Path
 
     from synth.imported_tasks import import_tasks
@@ -170,13 +173,31 @@ def import_tasks_cmd(
 
     if backend not in ("auto", "docker", "local"):
         raise ValueError(f"unknown backend {backend!r}: use auto, docker or local")
+    check_out_dir(out)
     use(domain_dir)
     dom = load_domain(domain)
     kept, dropped = import_tasks(tasks, dom, backend=backend, sandboxes=sandboxes)
-    path = export_tasks(kept, out)
-    with open(Path(path) / "dropped.jsonl", "w") as f:
-        for d in dropped:
-            f.write(d.model_dump_json() + "\n")
+    path = Path(out).expanduser()
+    # Written in a staging folder next to OUT and moved in only when complete.
+    anchor = next(a for a in (path, *path.absolute().parents) if a.exists())
+    staging = Path(tempfile.mkdtemp(prefix=".import-tasks-", dir=anchor))
+    try:
+        if kept:
+            export_tasks(kept, staging)
+        with open(staging / "dropped.jsonl", "w") as f:
+            for d in dropped:
+                f.write(d.model_dump_json() + "\n")
+        path.mkdir(parents=True, exist_ok=True)
+        for child in staging.iterdir():
+            if (path / child.name).is_dir():
+                shutil.rmtree(path / child.name)
+            os.replace(child, path / child.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    if not kept:
+        first = dropped[0]
+        raise ValueError(f"none of the {len(dropped)} task(s) was kept (first: {first.id}: {first.reason}); "
+                         f"the reasons are in {path / 'dropped.jsonl'}")
     console.print(f"{len(kept)} tasks kept, {len(dropped)} dropped (see {path / 'dropped.jsonl'}); "
                   f"wrote {path / 'tasks.jsonl'}", highlight=False)
 

@@ -1,6 +1,8 @@
 """Gold replay (step 6 of synth/tasks.py): run a task's gold actions in fresh sandboxes at its
 seeded state; a task is kept only if every action succeeds, two replays end in the same state as
-the generation run, and every expected output appears in the gold results."""
+the generation run, and every expected output appears in the gold results. Imported tasks
+(synth.imported_tasks) may have gold calls that fail with a declared error (`declared_failure`),
+as the rewards' gold replay allows."""
 
 from __future__ import annotations
 
@@ -18,6 +20,22 @@ from toolzoo.mcp_domain import pool_for
 from toolzoo.spec import Domain
 
 
+def declared_failure(domain: Domain, result: Any) -> bool:
+    """Is this failed call a tool error the tool declares (`ToolFailure` with a code in its spec's
+    `errors`, or any `tool_failure` of a tool that declares none, e.g. an MCP tool)? Such a call is
+    part of a gold trajectory (tau-bench's "look up O-9999, then cancel O-1000"): its state effect is
+    nil and the replay goes on. Any other failure (bad arguments, unknown tool, crash, timeout) means
+    the gold actions are broken and the task cannot be verified. (Task synthesis stays strict: a
+    task it writes has no failing gold call; imported tasks such as tau-bench's do.)"""
+    if getattr(result, "kind", None) != "tool_failure":
+        return False
+    try:
+        errors = domain.tool(result.name).errors
+    except (KeyError, ValueError):
+        return False
+    return not errors or result.code in errors
+
+
 class ReplayResult(BaseModel):
     ok: bool
     final_state_hash: str = ""
@@ -25,10 +43,13 @@ class ReplayResult(BaseModel):
     reason: str | None = None
 
 
-async def replay_task(task: Task, pool: Any, domain: Domain | None = None) -> ReplayResult:
+async def replay_task(task: Task, pool: Any, domain: Domain | None = None, *,
+                      declared_failures: bool = False) -> ReplayResult:
     """Run the gold actions in a fresh sandbox loaded at the task's seeded state.
 
     `domain` is the task's domain; by default it is looked up by name (built-in or registered).
+    With `declared_failures`, a call failing with a declared error is a result (`{"error": code,
+    "message": ...}`) and the replay goes on.
     """
     from toolzoo.runtime import bundle
 
@@ -38,6 +59,9 @@ async def replay_task(task: Task, pool: Any, domain: Domain | None = None) -> Re
         outputs = []
         for i, a in enumerate(task.gold_actions):
             r = await sb.call_tool(a.name, a.arguments, timeout=CALL_TIMEOUT)
+            if not r.ok and declared_failures and declared_failure(domain, r):
+                outputs.append({"error": r.code, "message": r.message})
+                continue
             if not r.ok:
                 return ReplayResult(ok=False, outputs=outputs, reason=(
                     f"action failed: #{i + 1} {a.name} -> {r.kind}{' ' + r.code if r.code else ''}: {r.message[:160]}"))
@@ -46,9 +70,10 @@ async def replay_task(task: Task, pool: Any, domain: Domain | None = None) -> Re
     return ReplayResult(ok=True, final_state_hash=state_digest(snap.state), outputs=outputs)
 
 
-async def check_task(task: Task, pool: Any, domain: Domain | None = None) -> tuple[bool, str]:
+async def check_task(task: Task, pool: Any, domain: Domain | None = None, *,
+                     declared_failures: bool = False) -> tuple[bool, str]:
     """Gold replay twice (fresh sandboxes): (ok, reason). Sets nothing; the task's hash must be reproduced."""
-    runs = [await replay_task(task, pool, domain) for _ in range(2)]
+    runs = [await replay_task(task, pool, domain, declared_failures=declared_failures) for _ in range(2)]
     for r in runs:
         if not r.ok:
             return False, r.reason or "replay failed"

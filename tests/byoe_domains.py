@@ -120,6 +120,9 @@ TASKS = [
          actions=[Action(name="modify_user_address",
                          kwargs={"user_id": "zed_9", "city": "Austin", "state": "TX", "zip": "73301"})],
          outputs=[]),
+    Task(annotator="0", user_id="ana_1", instruction="You are Ana (ana_1). Move to Reno.",
+         actions=[Action(name="modify_user_address", kwargs={"user_id": "ana_1", "city": "Reno"})],
+         outputs=[]),
 ]
 '''
 
@@ -191,7 +194,57 @@ if __name__ == "__main__":
 '''
 
 
-def write_mcp_server(root: Path) -> Path:
+# Hooks that go wrong (issue 30): a text answer, a dotted server name.
+MCP_HOOK_EXTRAS = """
+
+@server.tool()
+def describe_state() -> str:
+    \"\"\"The state in words (not JSON).\"\"\"
+    return "three users, all in Austin"
+
+
+@server.tool(name="db.dump")
+def db_dump() -> dict:
+    \"\"\"The whole database, under a dotted name.\"\"\"
+    return DB
+
+"""
+
+
+def write_mcp_server(root: Path, *, hook_extras: bool = False) -> Path:
     path = root / "shipping_mcp_server.py"
-    path.write_text(MCP_SERVER)
+    head, main = MCP_SERVER.split("\nif __name__")
+    path.write_text(head + (MCP_HOOK_EXTRAS if hook_extras else "") + "\nif __name__" + main)
     return path
+
+
+# Code that must never run on the host (issue 30): each file writes a marker holding a secret from
+# the environment into `marker_dir`. Inside a sandbox that folder does not exist, so the attempt
+# fails quietly there and the domain still works.
+_PLANT = '''
+import os as _plant_os
+try:
+    with open({path!r}, "w") as _plant_f:
+        _plant_f.write(_plant_os.environ.get("TOOLDOJO_TEST_SECRET", "no secret"))
+except OSError:
+    pass
+'''
+
+_PLANTED_DATA = '''
+
+def seed(rng):
+    return {{"users": {{f"u{{i}}": {{"name": f"User {{i}}", "address": {{"city": "Austin", "state": "TX"}}}}
+                      for i in range(1, {users} + 1)}}}}
+'''
+
+
+def write_planted_domain(root: Path, marker_dir: Path, name: str = "planted_desk", *, users: int = 4) -> Path:
+    """The shipping desk with data.py, where __init__.py, tools.py and data.py each try to leave a marker."""
+    folder = root / name
+    folder.mkdir(parents=True)
+    plant = {f: _PLANT.format(path=str(marker_dir / f)) for f in ("__init__.py", "tools.py", "data.py")}
+    (folder / "__init__.py").write_text('"""A shipping help desk."""\nCATEGORY = "ecommerce"\n' + plant["__init__.py"])
+    (folder / "tools.py").write_text(plant["tools.py"] + textwrap.dedent(SHIPPING_TOOLS))
+    (folder / "data.py").write_text(plant["data.py"] + _PLANTED_DATA.format(users=users))
+    (folder / "policy.md").write_text(SHIPPING_POLICY)
+    return folder

@@ -178,6 +178,23 @@ def test_every_numeric_option_is_bounded():
     assert not unbounded, f"numeric options without an upper bound (use sandboxes.cli_options): {unbounded}"
 
 
+def test_every_command_that_reads_tasks_takes_domain_dirs():
+    """Tasks name their domain; without --domain-dir an out-of-tree domain's trajectories all abstained in
+    `dojo synth filter` (issue 30, finding 8)."""
+    def walk(cmd, path):
+        for name, sub in (getattr(cmd, "commands", None) or {}).items():
+            yield from walk(sub, [*path, name])
+        if not getattr(cmd, "commands", None):
+            # options that take a value: import-mcp's --domain is a flag (it writes a domain, reads none)
+            yield " ".join(path), {o for p in cmd.params if not getattr(p, "is_flag", False)
+                                   for o in getattr(p, "opts", [])}
+
+    commands = {path: opts for path, opts in walk(typer.main.get_command(app), [])}
+    readers = [path for path, opts in commands.items() if {"--tasks", "--trajectories", "--domain"} & opts]
+    assert {"synth filter", "rewards agreement", "synth trajectories", "synth import-tasks"} <= set(readers)
+    assert [path for path in readers if "--domain-dir" not in commands[path]] == []
+
+
 # ------------------------------------------------------------------ real processes
 def _dojo(*args: str, **kw) -> subprocess.Popen:
     env = {**os.environ, "COLUMNS": "300", "PYTHONPATH": str(ROOT), **kw.pop("env", {})}
@@ -188,12 +205,33 @@ def _dojo(*args: str, **kw) -> subprocess.Popen:
 def test_a_server_that_never_answers_is_a_one_line_error():
     from tests.conftest import silent_server
 
-    with silent_server() as (port, _):
+    with silent_server() as (port, held):
         p = _dojo("jobs", "list", "--server", f"http://127.0.0.1:{port}", env={"TOOLDOJO_K8S_REQUEST_TIMEOUT": "1"})
         out, err = p.communicate(timeout=60)
+        connections = len(held)
     lines = [line for line in err.splitlines() if line.strip()]
     assert p.returncode == 1 and len(lines) == 1 and "Traceback" not in err, err
     assert "did not answer within 1 s" in lines[0], lines[0]
+    # the stated wait is the whole wait: one attempt (a retry after the timeout doubled it: 30 s took 62 s)
+    assert connections == 1, connections
+
+
+def test_a_kubernetes_request_has_one_total_deadline(monkeypatch):
+    """Every request without its own timeout gets one number: urllib3's total deadline for connect and
+    read together (a (connect, read) pair let the two add up), and the client does not retry."""
+    from sandboxes.kube import K8sClient
+
+    monkeypatch.setenv("TOOLDOJO_K8S_REQUEST_TIMEOUT", "7")
+    client = K8sClient.connect(server="http://127.0.0.1:9")
+    seen = {}
+
+    def fake(**kw):
+        seen.update(kw)
+        return "ok"
+
+    assert client._call(fake, what="x") == "ok"
+    assert seen["_request_timeout"] == 7.0
+    assert client.api_client.configuration.retries == 0
 
 
 SIGTERM_SCRIPT = textwrap.dedent("""
@@ -229,7 +267,7 @@ def test_sigterm_records_an_interrupted_run(tmp_path):
             p.kill()
     record = json.loads((run_dir / "run.json").read_text())
     assert record["status"] == "interrupted" and record["end_time"], record
-    assert p.returncode == 130 and "Traceback" not in err, err
+    assert p.returncode == 143 and "Traceback" not in err, err  # 128 + SIGTERM (130 is for SIGINT)
 
 
 def test_ctrl_c_before_a_command_runs_is_one_line(monkeypatch, capsys):
@@ -284,3 +322,194 @@ def test_ctrl_c_during_sandbox_exec_is_one_line(backend):
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
     assert p.returncode == 130 and err == "interrupted\n", (p.returncode, err)
+
+
+# ------------------------------------------------------------ bring your own environment (issue 30)
+@pytest.fixture(scope="module")
+def env(tmp_path_factory) -> dict[str, str]:
+    from tests.byoe_domains import write_openai_env
+
+    root = tmp_path_factory.mktemp("byoe")
+    e = write_openai_env(root)
+    (root / "bad_tools").mkdir()
+    (root / "bad_tools" / "t.py").write_text(
+        (e / "tools" / "get_user_details.py").read_text().replace('{"type": "string"}', '{"type": "nonsense"}'))
+    (root / "bad.json").write_text('{"users": {')
+    (root / "big.json").write_text(json.dumps({"users": {f"u{i}": "x" * 1000 for i in range(9 * 1024)}}))
+    return {"tools": str(e / "tools"), "data": str(e / "data"), "policy": str(e / "wiki.md"), "dir": str(root),
+            "bad_tools": str(root / "bad_tools"), "bad_json": str(root / "bad.json"), "big": str(root / "big.json")}
+
+
+# (id, changed options, needle in the one error line); the rest is a good import into {dir}/o
+IMPORT_OPENAI = [
+    ("import-openai-missing-data", {"--data": "{dir}/nowhere"}, "--data {dir}/nowhere: no such file"),
+    ("import-openai-bad-data-json", {"--data": "{bad_json}"}, "bad.json: not JSON"),
+    ("import-openai-missing-policy", {"--policy": "{dir}/nowhere.md"}, "--policy {dir}/nowhere.md: no such file"),
+    ("import-openai-nonsense-type", {"--tools": "{bad_tools}"}, "t.py: tool class GetUserDetails"),
+    ("import-openai-reserved-name", {"--name": "retail_orders"}, "--name 'retail_orders' is a built-in domain's name"),
+    ("import-openai-80mb-data", {"--data": "{big}"}, "over the 8 MB limit"),
+    ("import-openai-data-over-max", {"--max-data-mb": "0"}, "pass --max-data-mb"),
+]
+
+
+@pytest.mark.parametrize("change,needle", [c[1:] for c in IMPORT_OPENAI], ids=[c[0] for c in IMPORT_OPENAI])
+def test_a_failed_import_leaves_nothing(env, change, needle):
+    opts = {"--tools": "{tools}", "--data": "{data}", "--policy": "{policy}", "--name": "mine", "--out": "{dir}/o",
+            **change}
+    r = invoke("zoo", "import-openai", *[x.format(**env) for kv in opts.items() for x in kv])
+    assert_one_line_error(r, needle.format(**env))
+    assert not Path(env["dir"], "o").exists()
+
+
+def test_an_import_over_a_failed_one_and_its_overwrite(env, tmp_path):
+    good = ["zoo", "import-openai", "--tools", env["tools"], "--data", env["data"], "--name", "mine", "--out",
+            str(tmp_path / "o")]
+    assert invoke(*good, "--policy", str(tmp_path / "nowhere.md")).exit_code == 1
+    assert not (tmp_path / "o").exists()
+    r = invoke(*good, "--max-data-mb", "0.5")
+    assert r.exit_code == 0 and sorted(p.name for p in (tmp_path / "o").iterdir()) == ["mine"], r.output
+    r = invoke(*good, "--policy", env["policy"])
+    assert_one_line_error(r, "exists; pass --overwrite")
+    r = invoke(*good, "--policy", env["policy"], "--overwrite")
+    assert r.exit_code == 0 and sorted(p.name for p in (tmp_path / "o").iterdir()) == ["mine"], r.output
+    assert (tmp_path / "o" / "mine" / "policy.md").read_text().startswith("Authenticate")
+
+
+_GET_X = '''from toolzoo.dsl import tool
+
+@tool
+def get_x(state, a: {ann}) -> dict:
+    """Get an x.
+
+    Args:
+        a: which x.
+    """
+    return {{"a": a}}
+'''
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory) -> dict[str, str]:
+    """Domain folders with one thing wrong each (issue 30, finding 6)."""
+    from tests.byoe_domains import SHIPPING_TOOLS, write_domain
+
+    root = tmp_path_factory.mktemp("folders")
+    variants = {
+        "seed_raises": {"data.py": "def seed(rng):\n    raise RuntimeError('boom')\n"},
+        "fm_str": {"__init__.py": "FAILURE_MODES = ['timeout']\n"},
+        "fm_bogus": {"__init__.py": "FAILURE_MODES = [{'bogus': 1}]\n"},
+        "deep_data": {"data.json": "[" * 100_000 + "]" * 100_000},
+        "unresolvable": {"tools.py": _GET_X.format(ann="Foo")},
+        "bare_tool": {"tools.py": _GET_X.format(ann="str")},
+        "exits": {"__init__.py": "raise SystemExit(0)\n"},
+        "loops": {"tools.py": "while True:\n    pass\n" + textwrap.dedent(SHIPPING_TOOLS)},
+    }
+    out = {"dir": str(root)}
+    for name, files in variants.items():
+        folder = write_domain(root / name, name)
+        for fname, text in files.items():
+            if fname == "data.py":
+                (folder / "data.json").unlink()
+            (folder / fname).write_text(text)
+        out[name] = str(folder)
+    return out
+
+
+# (id, args, needle in the one error line)
+FOLDERS = [
+    ("folder-seed-raises", ["zoo", "call", "{seed_raises}", "get_user", "--args", '{{"user_id": "u1"}}'],
+     "failed to load: RuntimeError: boom"),
+    ("folder-failure-modes-str", ["zoo", "validate", "{fm_str}"],
+     "fm_str/__init__.py:1: FAILURE_MODES[0] is 'timeout', not a dict"),
+    ("folder-failure-modes-bogus", ["zoo", "validate", "{fm_bogus}"],
+     "fm_bogus/__init__.py:1: FAILURE_MODES[0]: kind: Field required"),
+    ("folder-deep-data-json", ["zoo", "validate", "{deep_data}"], "deep_data/data.json: nested too deeply"),
+    ("zoo-call-deep-args", ["zoo", "call", "seed", "get_order", "--args", "[" * 100_000 + "]" * 100_000],
+     "--args is nested too deeply"),
+    ("folder-unresolvable-annotation", ["zoo", "stats", "{unresolvable}"],
+     "unresolvable/tools.py:4: unresolvable.get_x(a): cannot read the annotation 'Foo'"),
+    ("stale-domain-dirs-env", ["zoo", "serve-mcp", "retail_orders"], "$TOOLDOJO_DOMAIN_DIRS: domain dir"),
+]
+
+
+@pytest.mark.parametrize("args,needle", [c[1:] for c in FOLDERS], ids=[c[0] for c in FOLDERS])
+def test_folder_loading_errors_are_one_line(folders, args, needle):
+    from tests.conftest import any_backend
+
+    backend = ["-b", any_backend()] if args[:2] == ["zoo", "call"] and args[2] != "seed" else []
+    r = CliRunner().invoke(app, [a.format(**folders) for a in args] + backend,
+                           env={"COLUMNS": "300",
+                                "TOOLDOJO_DOMAIN_DIRS": f"{folders['dir']}/nowhere" if "DOMAIN_DIRS" in needle else ""})
+    assert_one_line_error(r, needle.format(**folders))
+
+
+def test_folder_code_that_exits_or_loops_is_never_run_by_reading_it(folders):
+    """`raise SystemExit(0)` in __init__.py ended `zoo validate` silently with 0; a tools.py looping at import
+    hung it. The folder is read, not run: the bare `@tool` README form is a read tool."""
+    from tests.conftest import any_backend
+
+    r = invoke("zoo", "call", folders["loops"], "get_usr")  # reads the tools, finds none of that name
+    assert_one_line_error(r, "did you mean get_user")
+    r = invoke("zoo", "validate", folders["exits"], "--sandboxes", "1", "-b", any_backend())
+    assert r.exit_code == 0 and "2/2 tools pass" in r.stdout, r.output
+    r = invoke("zoo", "validate", folders["bare_tool"], "--sandboxes", "1", "-b", any_backend())
+    assert r.exit_code == 0 and "1/1 tools pass" in r.stdout, r.output
+    from toolzoo.domain_dirs import load_folder
+
+    assert load_folder(folders["bare_tool"]).tool("get_x").effect == "read"
+
+
+@pytest.fixture(scope="module")
+def task_files(tmp_path_factory) -> dict[str, str]:
+    """A domain folder and task files with one thing wrong each (issue 30, finding 4)."""
+    from tests.byoe_domains import write_domain
+
+    root = tmp_path_factory.mktemp("import_tasks")
+    move = {"name": "modify_user_address", "kwargs": {"user_id": "u1", "city": "Reno", "state": "NV"}}
+    made: dict[str, str | bytes] = {
+        "outputs_string.json": json.dumps([{"instruction": "Move u1.", "actions": [move], "outputs": "Reno"}]),
+        "duplicate_ids.json": json.dumps([{"id": "t1", "instruction": "Move u1.", "actions": [move]}] * 2),
+        "kwargs_5.json": json.dumps([{"instruction": "x", "actions": [{"name": "get_user", "kwargs": 5}]}]),
+        "kwargs_string.json": json.dumps([{"instruction": "x", "actions": [{"name": "get_user",
+                                                                            "kwargs": "user_id=u1"}]}]),
+        "deep.json": '[{"instruction": "x", "outputs": ' + "[" * 100_000 + "]" * 100_000 + "}]",
+        "latin1.json": b'[{"instruction": "caf\xe9"}]',
+        "bad_line_2.jsonl": json.dumps({"instruction": "Move u1.", "actions": [move]}) + "\n{not json\n",
+        "all_dropped.json": json.dumps([{"instruction": "Move u1.", "actions": [  # no city, state: bad arguments
+            {"name": "modify_user_address", "kwargs": {"user_id": "u1"}}]}]),
+    }
+    out = {"dir": str(root), "domain": str(write_domain(root, "tasks_desk"))}
+    for name, content in made.items():
+        (root / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+        out[name.split(".")[0]] = str(root / name)
+    return out
+
+
+# (id, task file, needle in the one error line)
+IMPORT_TASKS = [
+    ("import-tasks-outputs-string", "outputs_string", "outputs_string.json: task #1 (tasks_desk-00000): outputs "
+                                                      "must be a list of strings"),
+    ("import-tasks-duplicate-ids", "duplicate_ids", "duplicate_ids.json: task #2: task id 't1' is also the id of"),
+    ("import-tasks-kwargs-5", "kwargs_5", "kwargs_5.json: task #1 (tasks_desk-00000): action #1 (get_user): "
+                                          "kwargs must be an object of arguments, not int"),
+    ("import-tasks-kwargs-string", "kwargs_string", "kwargs must be an object of arguments, not str 'user_id=u1'"),
+    ("import-tasks-deep", "deep", "deep.json: nested too deeply"),
+    ("import-tasks-latin1", "latin1", "latin1.json: not UTF-8 text (byte 0xe9"),
+    ("import-tasks-jsonl-line-2", "bad_line_2", "bad_line_2.jsonl:2: not JSON"),
+    ("import-tasks-all-dropped", "all_dropped", "none of the 1 task(s) was kept (first: tasks_desk-00000"),
+]
+
+
+@pytest.mark.parametrize("which,needle", [c[1:] for c in IMPORT_TASKS], ids=[c[0] for c in IMPORT_TASKS])
+def test_import_tasks_errors_name_the_file_and_task(task_files, which, needle):
+    from tests.conftest import any_backend
+
+    out = Path(task_files["dir"], "o", which)
+    r = invoke("synth", "import-tasks", task_files[which], "--domain", task_files["domain"], "--out", str(out),
+               "-b", any_backend(), "--sandboxes", "1")
+    assert_one_line_error(r, needle)
+    if which == "all_dropped":  # the reasons are kept, and no empty task set is written
+        assert sorted(p.name for p in out.iterdir()) == ["dropped.jsonl"]
+        assert "invalid_arguments" in json.loads((out / "dropped.jsonl").read_text())["reason"]
+    else:
+        assert not out.exists()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.byoe_domains import write_domain, write_mcp_server
+from tests.byoe_domains import write_mcp_server, write_planted_domain
 from tests.conftest import any_backend
 
 pytest.importorskip("trl")
@@ -24,7 +24,8 @@ DOJO = [str(Path(sys.executable).parent / "dojo")]
 
 
 def _dojo(cwd: Path, *args: str, timeout: int = 900) -> str:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+           "TOOLDOJO_TEST_SECRET": "s3cret"}
     env.pop("TOOLDOJO_DOMAIN_DIRS", None)
     p = subprocess.run([*DOJO, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
     assert p.returncode == 0, f"dojo {' '.join(args)} failed ({p.returncode}):\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}"
@@ -60,12 +61,17 @@ def _train_and_eval(tmp: Path, domains: Path, tasks: Path, name: str) -> None:
 
 @pytest.mark.slow
 def test_an_out_of_tree_domain_synthesises_trains_and_evaluates(tmp_path):
+    """The folder's __init__.py, tools.py and data.py each try to leave a marker with a secret on the host
+    (issue 30): synthesis, training and the eval run its seed() and tools in sandboxes only."""
     domains = tmp_path / "my_domains"
-    write_domain(domains, "e2e_desk", users=6)
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    write_planted_domain(domains, markers, "e2e_desk", users=6)
     out = _dojo(tmp_path, "synth", "tasks", "--n", "4", "--out", str(tmp_path / "tasks"), "--domain-dir", str(domains),
                 "-b", any_backend(), "--sandboxes", "2")
     assert "4/4 tasks" in out
     _train_and_eval(tmp_path, domains, tmp_path / "tasks", "e2e_desk")
+    assert sorted(p.name for p in markers.iterdir()) == [], "the domain folder's code ran on the host"
 
 
 @pytest.mark.slow
@@ -78,8 +84,8 @@ def test_an_mcp_server_with_state_hooks_trains_and_evaluates(tmp_path):
         {"instruction": f"Move user u{i} to {city}, NV.", "outputs": [city],
          "actions": [{"name": "modify_user_address", "kwargs": {"user_id": f"u{i}", "city": city, "state": "NV"}}]}
         for i, city in ((1, "Reno"), (2, "Elko"), (3, "Ely"))] + [
-        {"instruction": "Move user u9 away.", "actions": [{"name": "modify_user_address",
-                                                           "kwargs": {"user_id": "u9", "city": "X", "state": "NV"}}]}]))
+        {"instruction": "Move user u9 away.", "actions": [{"name": "modify_user_address",  # no state: bad arguments
+                                                           "kwargs": {"user_id": "u9", "city": "X"}}]}]))
     out = _dojo(tmp_path, "synth", "import-tasks", str(tmp_path / "gold.json"), "--domain", "e2e_ship",
                 "--domain-dir", str(domains), "--out", str(tmp_path / "tasks"), "-b", any_backend())
     assert "3 tasks kept, 1 dropped" in out

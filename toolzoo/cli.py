@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import time
 from pathlib import Path
 
 import typer
@@ -12,7 +13,7 @@ from rich.table import Table
 
 from sandboxes.cli import one_line_errors
 from sandboxes.cli_files import check_out_dir
-from sandboxes.cli_options import count_option, port_option, timeout_option, url_option
+from sandboxes.cli_options import count_option, float_option, port_option, timeout_option, url_option
 from toolzoo.domain_dirs import HELP as DOMAIN_DIR_HELP
 
 DomainDirOpt = typer.Option(None, "--domain-dir", metavar="DIR", help=DOMAIN_DIR_HELP)
@@ -39,7 +40,7 @@ def import_mcp(
     name: str = typer.Option("", "--name", help="domain name for the tools (default: from the server's name)"),
     token: str = typer.Option(None, "--token", help="bearer token sent to the --url server (never stored)"),
     env: list[str] = EnvOpt,
-    timeout: float = timeout_option(30.0, "--timeout", help="seconds to wait for the server"),
+    timeout: float = timeout_option(30.0, "--timeout", help="seconds the whole import may take (starting or connecting to the server, listing its tools, probing the state hooks)"),
     domain: bool = typer.Option(False, "--domain", help="write a domain folder OUT/NAME (mcp.json) that episodes, "
                                 "training and evals use (load it with --domain-dir OUT), not a zoo.json"),
     state_read: str = typer.Option(None, "--state-read", help="with --domain: tool:NAME or resource:URI returning the "
@@ -75,10 +76,14 @@ def import_mcp(
         source = McpSource(url=url, server_name=name)
     headers = {"Authorization": f"Bearer {token}"} if token else None
 
+    for flag, ref in (("--state-read", state_read), ("--state-reset", state_reset)):
+        if ref is not None and not ref.strip():
+            raise ValueError(f"{flag} is empty: give tool:NAME or resource:URI")
     if (state_read or state_reset or read or write) and not domain:
         raise ValueError("--state-read, --state-reset, --read and --write go with --domain")
     if state_reset and not state_read:
         raise ValueError("--state-reset needs --state-read (a reset without a read gives no world-state reward)")
+    deadline = time.monotonic() + timeout  # --timeout bounds the whole import: tools, then the hooks' probe
     imported = anyio.run(lambda: import_mcp_tools(source, headers=headers, timeout=timeout))
     for skip in imported.skipped:
         err_console.print(f"skipped MCP tool {skip.name!r}: {skip.reason}", highlight=False, markup=False, soft_wrap=True)
@@ -87,13 +92,19 @@ def import_mcp(
         raise ValueError(f"none of the server's {len(imported.skipped)} tool(s) could be imported")
     if domain:
         from toolzoo.domain_dirs import load_folder
-        from toolzoo.mcp_domain import write_mcp_domain
+        from toolzoo.mcp_domain import probe_state, resolve_hooks, write_mcp_domain
         from toolzoo.spec import McpStateHook
 
-        hook = McpStateHook(read=state_read, reset=state_reset) if state_read else None
+        dom_name = name or (specs[0].domain if specs else "mcp")
+        hook = resolve_hooks(specs, McpStateHook(read=state_read, reset=state_reset)) if state_read else None
+        if hook is not None:  # a hook that fails or answers non-JSON is refused now, not found in every episode
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ValueError(f"--timeout {timeout:g}s was used up listing the tools; nothing is left to probe "
+                                 "the --state-read/--state-reset hooks: pass a longer --timeout")
+            probe_state(specs, hook, dom_name, timeout=left)
         effects = {**{t: "read" for t in read or ()}, **{t: "write" for t in write or ()}}
-        folder = write_mcp_domain(specs, out, name or (specs[0].domain if specs else "mcp"), state=hook,
-                                  effects=effects)
+        folder = write_mcp_domain(specs, out, dom_name, state=hook, effects=effects)
         specs, path = load_folder(folder).tools, folder  # as episodes will see them: hooks hidden, effects set
     else:
         zoo = Zoo(external=specs)
@@ -161,6 +172,8 @@ def _json_object(text: str) -> dict:
         value = json.loads(text)
     except ValueError as e:
         raise ValueError(f"--args is not JSON: {e}") from None
+    except RecursionError:
+        raise ValueError("--args is nested too deeply") from None
     if not isinstance(value, dict):
         raise ValueError(f"--args must be a JSON object of arguments, not {type(value).__name__}")
     return value
@@ -177,14 +190,20 @@ def import_openai_cmd(
     read: list[str] = ReadOpt,
     write: list[str] = WriteOpt,
     overwrite: bool = typer.Option(False, "--overwrite", help="replace OUT/NAME if it exists"),
+    max_data_mb: float = float_option(8.0, "--max-data-mb", limit="data_mb", min=0.0,
+                                      help="refuse a database bigger than this as JSON (every sandbox receives it "
+                                      "in one request, capped at 8 MiB unless you raise Limits.max_request_bytes)"),
 ) -> None:
-    """Turn an OpenAI-function environment (tau-bench style) into a domain folder; load it with --domain-dir."""
-    from toolzoo.domains import load_domain
+    """Turn an OpenAI-function environment (tau-bench style) into a domain folder; load it with --domain-dir.
+    Everything is checked before anything is written; a failure leaves nothing behind."""
+    from toolzoo.domain_dirs import load_folder
     from toolzoo.openai_functions import import_environment
 
+    check_out_dir(out)
     effects = {**{t: "read" for t in read or ()}, **{t: "write" for t in write or ()}}
-    folder = import_environment(tools, data, name=name, out=out, policy=policy, effects=effects, overwrite=overwrite)
-    dom = load_domain(str(folder))
+    folder = import_environment(tools, data, name=name, out=out, policy=policy, effects=effects, overwrite=overwrite,
+                                max_data_mb=max_data_mb)
+    dom = load_folder(folder)
     console.print(f"wrote {folder}: {len(dom.tools)} tools ("
                   + ", ".join(f"{t.name} {t.effect}" for t in dom.tools) + ")", highlight=False)
 

@@ -16,24 +16,23 @@ A domain folder has the zoo layout (toolzoo/domains/README in `toolzoo.domains`'
 known by name, so that every API that looks a domain up by a task's `domain` finds them; the
 CLI's `--domain-dir` calls it, and `TOOLDOJO_DOMAIN_DIRS` (os.pathsep-separated) does the same
 for child processes. The built-in domain names are reserved.
+
+Nothing in a folder runs on the host: `load_folder` reads `__init__.py` and `tools.py` as syntax
+trees (toolzoo.static_domain) and data files as JSON; `data.py`'s `seed()` and the tools run
+only inside sandboxes, where the bundle (toolzoo.runtime) carries their source.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import importlib.util
-import inspect
 import json
 import os
-import random
-import sys
-import types
+import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from toolzoo.introspect import spec_from_function
 from toolzoo.spec import NAME_RE, Domain, FailureMode, SpecError, ToolSpec
+from toolzoo.static_domain import function_names, has_seed, read_init, read_tools
 
 ENV = "TOOLDOJO_DOMAIN_DIRS"
 DATA_FILES = ("data.py", "data.json", "data.jsonl")
@@ -75,12 +74,8 @@ def initial_state(domain: Domain) -> Any:
     """The fixed initial state of a domain whose data is a file; None for seed(rng) domains."""
     if domain.data_file is None:
         return None
-    path = Path(domain.data_file)
-    key = (str(path), path.stat().st_mtime_ns)
-    if key not in _DATA:  # one parse per file version; the bundle ships it as JSON, so sharing it is safe
-        _DATA.clear()
-        _DATA[key] = read_data_file(path)
-    return _DATA[key]
+    # one parse per file version; the bundle ships it as JSON, so sharing it is safe
+    return initial_state_of(Path(domain.data_file))
 
 
 _DATA: dict[tuple[str, int], Any] = {}
@@ -126,7 +121,10 @@ def register(path: str | Path) -> list[str]:
 def registered() -> dict[str, Path]:
     """Registered domain folders by name, those of $TOOLDOJO_DOMAIN_DIRS included."""
     for entry in filter(None, os.environ.get(ENV, "").split(os.pathsep)):
-        register(entry)
+        try:
+            register(entry)
+        except SpecError as e:  # a stale variable must say where the folder came from
+            raise SpecError(f"${ENV}: {e} (fix or unset the variable)") from None
     return dict(_registered)
 
 
@@ -138,70 +136,56 @@ def export_env() -> None:
 
 
 # ------------------------------------------------------------------- data
+def _utf8(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise SpecError(f"{path}: not UTF-8 text (byte {e.object[e.start]:#x} at offset {e.start})") from None
+
+
 def read_data_file(path: Path) -> Any:
     """The initial state from data.json or data.jsonl; a bad line names its file and line."""
     if path.suffix == ".json":
+        text = _utf8(path)
         try:
-            return json.loads(path.read_text())
+            return json.loads(text)
         except ValueError as e:
             raise SpecError(f"{path}: not JSON: {e}") from None
+        except RecursionError:
+            raise SpecError(f"{path}: nested too deeply to load") from None
     state: dict[str, Any] = {}
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError as e:
-                raise SpecError(f"{path}:{n}: not JSON: {e}") from None
-            if not isinstance(row, dict) or not isinstance(row.get("table"), str):
-                raise SpecError(f"{path}:{n}: each line must be an object with a \"table\" name")
-            table = row.pop("table")
-            if "id" in row:
-                key = str(row.pop("id"))
-                state.setdefault(table, {})
-                if not isinstance(state[table], dict):
-                    raise SpecError(f"{path}:{n}: table {table!r} mixes rows with and without an id")
-                state[table][key] = row
-            else:
-                state.setdefault(table, [])
-                if not isinstance(state[table], list):
-                    raise SpecError(f"{path}:{n}: table {table!r} mixes rows with and without an id")
-                state[table].append(row)
+    for n, line in enumerate(_utf8(path).splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as e:
+            raise SpecError(f"{path}:{n}: not JSON: {e}") from None
+        except RecursionError:
+            raise SpecError(f"{path}:{n}: nested too deeply to load") from None
+        if not isinstance(row, dict) or not isinstance(row.get("table"), str):
+            raise SpecError(f"{path}:{n}: each line must be an object with a \"table\" name")
+        table = row.pop("table")
+        if "id" in row:
+            key = str(row.pop("id"))
+            state.setdefault(table, {})
+            if not isinstance(state[table], dict):
+                raise SpecError(f"{path}:{n}: table {table!r} mixes rows with and without an id")
+            state[table][key] = row
+        else:
+            state.setdefault(table, [])
+            if not isinstance(state[table], list):
+                raise SpecError(f"{path}:{n}: table {table!r} mixes rows with and without an id")
+            state[table].append(row)
     return state
 
 
 # ----------------------------------------------------------------- loading
-def _package(folder: Path) -> str:
-    """Import the folder as a uniquely named package, so tools.py may import its neighbours."""
-    pkg = "tooldojo_domain_" + folder.name + "_" + hashlib.sha1(str(folder).encode()).hexdigest()[:8]
-    if pkg not in sys.modules:
-        mod = types.ModuleType(pkg)
-        mod.__path__ = [str(folder)]  # type: ignore[attr-defined]
-        mod.__file__ = str(folder / "__init__.py")
-        sys.modules[pkg] = mod
-        init = folder / "__init__.py"
-        if init.exists():
-            try:
-                exec(compile(init.read_text(), str(init), "exec"), mod.__dict__)
-            except Exception as e:
-                del sys.modules[pkg]
-                raise SpecError(f"{init}: {type(e).__name__}: {e}") from None
-    return pkg
-
-
-def _import(name: str, where: Path) -> types.ModuleType:
-    try:
-        return importlib.import_module(name)
-    except SpecError:
-        raise
-    except Exception as e:
-        raise SpecError(f"{where}: {type(e).__name__}: {e}") from None
-
-
 def _json_specs(folder: Path, name: str, category: str) -> list[ToolSpec]:
     """Tools declared as OpenAI function schemas (tools.json), implemented by tools.py's functions."""
-    import ast
+    from pydantic import ValidationError
+
+    from sandboxes.cli_files import validation_reason
 
     f = folder / "tools.json"
     try:
@@ -210,16 +194,15 @@ def _json_specs(folder: Path, name: str, category: str) -> list[ToolSpec]:
         raise SpecError(f"{f}: not JSON: {e}") from None
     if not isinstance(entries, list):
         raise SpecError(f"{f}: must be a list of OpenAI function schemas")
-    try:
-        defined = {n.name for n in ast.parse((folder / "tools.py").read_text()).body if isinstance(n, ast.FunctionDef)}
-    except SyntaxError as e:
-        raise SpecError(f"{folder / 'tools.py'}: {e.msg} (line {e.lineno})") from None
+    defined = function_names(folder / "tools.py")
     specs = []
     for i, entry in enumerate(entries):
         try:
             fn_name = entry.get("function", entry)["name"]
             spec = ToolSpec.from_openai(entry, domain=name, category=category, function=fn_name,
-                                        effect=entry.get("effect", "write"))
+                                        effect=entry.get("effect", "write"), errors=entry.get("errors") or {})
+        except ValidationError as e:
+            raise SpecError(f"{f}: tool #{i + 1}: {validation_reason(e)}") from None
         except (KeyError, TypeError, AttributeError, ValueError) as e:
             raise SpecError(f"{f}: tool #{i + 1}: {e}") from None
         if fn_name not in defined:
@@ -258,40 +241,102 @@ def load_folder(folder: str | Path) -> Domain:
     if len(data_files) != 1:
         raise SpecError(f"{folder}: needs exactly one of {', '.join(DATA_FILES)}"
                         + (f"; found {', '.join(p.name for p in data_files)}" if data_files else ""))
-    pkg_name = _package(folder)
-    pkg = sys.modules[pkg_name]
-    category = getattr(pkg, "CATEGORY", DEFAULT_CATEGORY)
+    init, docstring = read_init(folder)
+    category = init.get("CATEGORY", DEFAULT_CATEGORY)
+    description = init.get("DESCRIPTION") or docstring or f"the {name} domain"
+    for key, value in (("CATEGORY", category), ("DESCRIPTION", description)):
+        if not isinstance(value, str):
+            raise SpecError(f"{folder / '__init__.py'}:{init['_lines'][key]}: {key} must be a string")
     if (folder / "tools.json").is_file():
         specs = _json_specs(folder, name, category)
     else:
-        tools_mod = _import(f"{pkg_name}.tools", folder / "tools.py")
-        fns = [v for v in vars(tools_mod).values()
-               if inspect.isfunction(v) and hasattr(v, "__tool__") and v.__module__ == tools_mod.__name__]
-        if not fns:
-            raise SpecError(f"{folder / 'tools.py'}: no @tool functions")
-        fns.sort(key=lambda f: f.__code__.co_firstlineno)
-        specs = [spec_from_function(f, domain=name, category=category) for f in fns]
+        specs = read_tools(folder, domain=name, category=category)
     data = data_files[0]
     source = (folder / "tools.py").read_text()
     data_file = None
     if data.name == "data.py":
-        data_mod = _import(f"{pkg_name}.data", data)
-        if not callable(getattr(data_mod, "seed", None)):
+        if not has_seed(data):
             raise SpecError(f"{data}: needs seed(rng) -> the initial state")
-        state = data_mod.seed(random.Random(0))
+        # seed() is the user's code: it runs in the sandbox (the bundle's footer), so the state's
+        # shape is not known here and the schema stays empty.
+        state_schema: dict[str, Any] = {}
         source = data.read_text() + "\n\n" + source
     else:
-        state = read_data_file(data)
+        try:
+            state_schema = infer_schema(initial_state_of(data))
+        except RecursionError:
+            raise SpecError(f"{data}: nested too deeply to load") from None
         data_file = str(data)
     policy = folder / "policy.md"
     return Domain(
-        name=name, category=category,
-        description=getattr(pkg, "DESCRIPTION", None) or (inspect.getdoc(pkg) or f"the {name} domain"),
+        name=name, category=category, description=description,
         policy=policy.read_text().strip() if policy.exists() else "",
-        source=source, state_schema=infer_schema(state), tools=specs,
-        failure_modes=[FailureMode(**m) for m in getattr(pkg, "FAILURE_MODES", [])],
+        source=source, state_schema=state_schema, tools=specs,
+        failure_modes=_failure_modes(init, folder / "__init__.py"),
         data_file=data_file,
     )
+
+
+def initial_state_of(path: Path) -> Any:
+    """A data file's state (cached like `initial_state`)."""
+    key = (str(path), path.stat().st_mtime_ns)
+    if key not in _DATA:
+        _DATA.clear()
+        _DATA[key] = read_data_file(path)
+    return _DATA[key]
+
+
+def _failure_modes(init: dict[str, Any], where: Path) -> list[FailureMode]:
+    from pydantic import ValidationError
+
+    from sandboxes.cli_files import validation_reason
+
+    modes = init.get("FAILURE_MODES", [])
+    line = init["_lines"].get("FAILURE_MODES")
+    if not isinstance(modes, list | tuple):
+        raise SpecError(f"{where}:{line}: FAILURE_MODES must be a list of {{'kind': ..., 'tools': [...]}} dicts")
+    out = []
+    for i, m in enumerate(modes):
+        if not isinstance(m, dict):
+            raise SpecError(f"{where}:{line}: FAILURE_MODES[{i}] is {m!r}, not a dict like "
+                            "{'kind': 'timeout', 'tools': ['*']}")
+        try:
+            out.append(FailureMode.model_validate(m))
+        except ValidationError as e:
+            raise SpecError(f"{where}:{line}: FAILURE_MODES[{i}]: {validation_reason(e)}") from None
+    return out
+
+
+def write_atomically(out: Path, name: str, files: Mapping[str, str], *, overwrite: bool,
+                      check: Any = None) -> Path:
+    """OUT/NAME holding `files`, written under a temporary name, checked with `check(folder)`, renamed in."""
+    import tempfile
+
+    folder = out / name
+    if folder.exists() and not overwrite:
+        raise SpecError(f"{folder} exists; pass --overwrite to replace it")
+    made = [p for p in (out, *out.absolute().parents) if not p.exists()]
+    out.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}.importing-", dir=out))
+    try:
+        (staging / name).mkdir()
+        for fname, text in files.items():
+            (staging / name / fname).write_text(text, encoding="utf-8")
+        if check is not None:
+            check(staging / name)
+        if folder.exists():
+            os.replace(folder, staging / ".old")
+        os.replace(staging / name, folder)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        for p in made:  # folders this import created, innermost first
+            try:
+                p.rmdir()
+            except OSError:
+                break
+        raise
+    shutil.rmtree(staging, ignore_errors=True)
+    return folder
 
 
 # --------------------------------------------------------------------- CLI

@@ -42,8 +42,11 @@ def tool(effect="read", errors=None, returns=None):
     """Mark a function `fn(state, **args)` as a tool; metadata only, no wrapping.
 
     The first parameter receives the world state whatever its name (`state`, `data`, `db`),
-    so the tool's own arguments may use any name, `state` included.
+    so the tool's own arguments may use any name, `state` included. A bare `@tool` (no
+    parentheses) marks a read with no declared errors.
     """
+    if callable(effect):
+        return tool()(effect)
     if effect not in ("read", "write"):
         raise ValueError("effect must be 'read' or 'write'")
 

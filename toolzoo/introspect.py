@@ -43,18 +43,32 @@ def type_schema(tp: Any, where: str) -> dict[str, Any]:
         return {"type": "object"}
     if origin in (typing.Union, types.UnionType):
         options = [a for a in get_args(tp) if a is not type(None)]
-        nullable = len(options) < len(get_args(tp))
-        if len(options) == 1:
-            inner = type_schema(options[0], where)
-            if nullable and isinstance(inner.get("type"), str):
-                inner["type"] = [inner["type"], "null"]
-            elif nullable:
-                inner = {"anyOf": [inner, {"type": "null"}]}
-            return inner
-        return {"anyOf": [type_schema(o, where) for o in options] + ([{"type": "null"}] if nullable else [])}
+        return union_schema([type_schema(o, where) for o in options], len(options) < len(get_args(tp)))
+    if isinstance(tp, SchemaOf):
+        return dict(tp.schema)
     if tp is Any:
         return {}
     raise SpecError(f"{where}: unsupported annotation {tp!r}; use str, int, float, bool, list[...], dict, Literal or | None")
+
+
+class SchemaOf:
+    """An annotation already turned into JSON Schema (toolzoo.static_domain builds unions this way: on
+    Python 3.11 a typing.Union of an Annotated with dict metadata cannot even be constructed)."""
+
+    def __init__(self, schema: dict[str, Any]):
+        self.schema = schema
+
+
+def union_schema(options: list[dict[str, Any]], nullable: bool) -> dict[str, Any]:
+    """JSON Schema of `A | B | ...` (and `| None` when `nullable`) from the options' schemas."""
+    if len(options) == 1:
+        inner = options[0]
+        if nullable and isinstance(inner.get("type"), str):
+            inner["type"] = [inner["type"], "null"]
+        elif nullable:
+            inner = {"anyOf": [inner, {"type": "null"}]}
+        return inner
+    return {"anyOf": options + ([{"type": "null"}] if nullable else [])}
 
 
 def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
@@ -90,33 +104,49 @@ def spec_from_function(fn: Any, *, domain: str, category: str, provenance: str =
     if not params or params[0].kind not in (params[0].POSITIONAL_ONLY, params[0].POSITIONAL_OR_KEYWORD):
         raise SpecError(f"{where}: the first parameter must take the world state (e.g. `state` or `data`)")
     hints = typing.get_type_hints(fn, include_extras=True)
-    description, arg_docs = parse_docstring(fn.__doc__ or "")
+    for p in params[1:]:
+        if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            raise SpecError(f"{where}: *args/**kwargs are not allowed in tools")
+    missing = inspect.Parameter.empty
+    returns = hints["return"] if "return" in hints and hints["return"] is not None else missing
+    return spec_from_signature(fn.__name__, fn.__doc__ or "", [(p.name, hints.get(p.name, missing), p.default)
+                                                              for p in params[1:]],
+                               meta, returns, domain=domain, category=category, provenance=provenance,
+                               missing=missing)
+
+
+def spec_from_signature(name: str, doc: str, params: list[tuple[str, Any, Any]], meta: dict[str, Any],
+                        return_hint: Any, *, domain: str, category: str, provenance: str = "seed",
+                        missing: Any = inspect.Parameter.empty) -> ToolSpec:
+    """A ToolSpec from a tool's parts: [(argument, annotation or `missing`, default or `missing`)] after the
+    state parameter, @tool's metadata and the return annotation. Shared by live functions (built-in
+    domains) and functions read from source without running it (toolzoo.static_domain)."""
+    where = f"{domain}.{name}"
+    description, arg_docs = parse_docstring(doc)
     if not description:
         raise SpecError(f"{where}: needs a docstring describing what it does")
     props: dict[str, Any] = {}
     required = []
-    for p in params[1:]:
-        if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
-            raise SpecError(f"{where}: *args/**kwargs are not allowed in tools")
-        if p.name not in hints:
-            raise SpecError(f"{where}: parameter {p.name} needs a type annotation")
-        schema = type_schema(hints[p.name], f"{where}({p.name})")
-        if p.name not in arg_docs:
-            raise SpecError(f"{where}: parameter {p.name} is not described under Args:")
-        schema["description"] = arg_docs[p.name]
-        if p.default is inspect.Parameter.empty:
-            required.append(p.name)
+    for pname, hint, default in params:
+        if hint is missing:
+            raise SpecError(f"{where}: parameter {pname} needs a type annotation")
+        schema = type_schema(hint, f"{where}({pname})")
+        if pname not in arg_docs:
+            raise SpecError(f"{where}: parameter {pname} is not described under Args:")
+        schema["description"] = arg_docs[pname]
+        if default is missing:
+            required.append(pname)
         else:
-            schema["default"] = p.default
-        props[p.name] = schema
+            schema["default"] = default
+        props[pname] = schema
     parameters: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": False}
     if required:
         parameters["required"] = required
     returns = meta.get("returns")
-    if returns is None and "return" in hints and hints["return"] is not None:
-        returns = type_schema(hints["return"], f"{where} return")
+    if returns is None and return_hint is not missing and return_hint is not None:
+        returns = type_schema(return_hint, f"{where} return")
     return ToolSpec(
-        name=fn.__name__, description=description, parameters=parameters, returns=returns,
+        name=name, description=description, parameters=parameters, returns=returns,
         errors=meta.get("errors", {}), effect=meta["effect"], category=category, domain=domain,
-        provenance=provenance, function=fn.__name__,  # type: ignore[arg-type]
+        provenance=provenance, function=name,  # type: ignore[arg-type]
     )

@@ -470,9 +470,13 @@ async def list_mcp_tools(source: McpSource, *, headers: dict[str, str] | None = 
 
 
 async def import_mcp_tools(source: McpSource, *, headers: dict[str, str] | None = None, timeout: float = 30.0) -> McpImport:
-    """`list_mcp_tools`, also saying which tools were skipped and why."""
-    async with McpClient(headers=headers, connect_timeout=timeout, call_timeout=timeout) as client:
-        return await client.import_tools(source)
+    """`list_mcp_tools`, also saying which tools were skipped and why. `timeout` bounds the whole import
+    (starting or connecting, the handshake and listing the tools together), not each step."""
+    with anyio.move_on_after(timeout):
+        async with McpClient(headers=headers, connect_timeout=timeout, call_timeout=timeout) as client:
+            return await client.import_tools(source)
+    raise McpConnectionError(f"MCP server {describe(source)} did not give its tools within {timeout:g}s "
+                             "(--timeout bounds the whole import)")
 
 
 # ====================================================================== server side

@@ -20,6 +20,7 @@ world-state rewards abstain (`has_state`). A connection the server drops is a `S
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -31,6 +32,14 @@ from sandboxes import DomainBundle, Snapshot, ToolError, ToolResult
 from sandboxes.errors import SandboxDead
 from toolzoo.mcp import McpClient, McpConnectionError
 from toolzoo.spec import Domain, McpStateHook, ToolSpec
+
+
+MODEL_NAME = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+class StateHookError(SandboxDead):
+    """A state hook failed or answered something that is not a JSON state: the episode cannot be
+    scored on the world state, and it is not the agent's doing."""
 
 
 def is_mcp_domain(domain: Domain) -> bool:
@@ -117,7 +126,7 @@ class McpSession:
 
     async def reset(self, state: Any = None) -> None:
         if self.hook is not None and self.hook.reset:
-            await self._hook(self.hook.reset)
+            await self._hook(self.hook.reset, "reset")
 
     # ---------------------------------------------------------------- hooks
     async def _state(self) -> Any:
@@ -125,8 +134,9 @@ class McpSession:
             return None
         return await self._hook(self.hook.read)
 
-    async def _hook(self, ref: str) -> Any:
+    async def _hook(self, ref: str, role: str = "read") -> Any:
         kind, _, target = ref.partition(":")
+        where = f"the state {role} hook {ref} of MCP domain {self.domain.name}"
         source = self.domain.tools[0].mcp
         assert source is not None
         if kind == "resource":
@@ -137,25 +147,32 @@ class McpSession:
                 result = await self._run(read)
             except McpConnectionError as e:
                 raise SandboxDead(str(e)) from None
+            except Exception as e:  # noqa: BLE001 - the server's own error (no such resource): name the hook
+                raise StateHookError(f"{where} failed: {type(e).__name__}: {e}") from None
             texts = [getattr(c, "text", None) for c in result.contents]
             text = "".join(t for t in texts if t is not None)
             try:
                 return json.loads(text)
             except ValueError:
-                return text
-        spec = ToolSpec(name=target, description=f"state hook {target}", provenance="mcp", mcp=source,
-                        domain=self.domain.name)
+                raise StateHookError(f"{where} returned text that is not JSON: {text[:80]!r}") from None
+        spec = ToolSpec(name=MODEL_NAME.sub("_", target)[:64] or "state_hook", mcp_name=target,
+                        description=f"state hook {target}", provenance="mcp", mcp=source, domain=self.domain.name)
         try:
             r = await self._run(self.client.call, spec, {})
         except McpConnectionError as e:
             raise SandboxDead(str(e)) from None
         if not r.ok:
-            raise SandboxDead(f"the state hook {ref} of MCP domain {self.domain.name} failed: {r.message}")
+            raise StateHookError(f"{where} failed: {r.message}")
+        if role == "reset":
+            return None
         out = r.output
         if isinstance(out, dict) and set(out) == {"result"}:  # the SDK wraps a typed return as {"result": ...}
-            return out["result"]
-        if isinstance(out, list) and len(out) == 1:
-            return out[0]
+            out = out["result"]
+        elif isinstance(out, list) and len(out) == 1:
+            out = out[0]
+        if isinstance(out, str):
+            # One text block that is not a JSON object or array: a world state cannot be compared to it.
+            raise StateHookError(f"{where} returned text that is not JSON: {out[:80]!r}")
         return out
 
 
@@ -185,29 +202,87 @@ class McpPool:
             await self.release(session)
 
 
+def resolve_hooks(specs: list[ToolSpec], state: McpStateHook | None) -> McpStateHook | None:
+    """The hooks with each `tool:` target as the server names it (a hook may be given by the tool's model
+    name, `kv_get_state`, or its server name, `kv.get_state`)."""
+    from toolzoo.spec import SpecError
+
+    if state is None:
+        return None
+    by_any = {**{t.name: t.call_name for t in specs}, **{t.call_name: t.call_name for t in specs}}
+    out = {}
+    for role in ("read", "reset"):
+        ref = getattr(state, role)
+        if ref and ref.startswith("tool:"):
+            target = ref.partition(":")[2]
+            if target not in by_any:
+                raise SpecError(f"--state-{role} {ref}: the server has no tool {target!r}; it has "
+                                f"{', '.join(sorted(t.call_name for t in specs))}")
+            ref = f"tool:{by_any[target]}"
+        out[role] = ref
+    return McpStateHook(**out)
+
+
 def write_mcp_domain(specs: list[ToolSpec], out: str | Path, name: str, *, state: McpStateHook | None = None,
                      effects: dict[str, str] | None = None, policy: str | None = None,
-                     description: str = "") -> Path:
-    """A domain folder OUT/NAME (mcp.json) of imported MCP tools; the state hooks' tools are not offered."""
+                     description: str = "", overwrite: bool = True) -> Path:
+    """A domain folder OUT/NAME (mcp.json) of imported MCP tools; the state hooks' tools are not offered.
+    Written under a temporary name and renamed into place."""
     from toolzoo.spec import NAME_RE, SpecError
+
+    from toolzoo.domain_dirs import builtin_names, write_atomically
 
     if not NAME_RE.match(name):
         raise SpecError(f"domain name {name!r} must be an identifier")
+    if name in builtin_names():
+        raise SpecError(f"--name {name!r} is a built-in domain's name (reserved); choose another")
     effects = dict(effects or {})
     names = {t.name for t in specs}
+    state = resolve_hooks(specs, state)
     hooks = {ref.partition(":")[2] for ref in ((state.read, state.reset) if state else ()) if ref and
              ref.startswith("tool:")}
-    missing = sorted((hooks | set(effects)) - names)
+    missing = sorted(set(effects) - names)
     if missing:
         raise SpecError(f"the server has no tool {', '.join(map(repr, missing))}; it has {', '.join(sorted(names))}")
     tools = [t.model_copy(update={"domain": name, "effect": effects.get(t.name, t.effect)})
-             for t in specs if t.name not in hooks]
-    folder = Path(out).expanduser() / name
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "mcp.json").write_text(json.dumps({
+             for t in specs if t.call_name not in hooks]
+    if not tools:
+        raise SpecError("the server has no tools besides the state hooks")
+    files = {"mcp.json": json.dumps({
         "description": description or f"tools of the MCP server {name}",
         "state": state.model_dump() if state else None,
-        "tools": [t.model_dump(mode="json", exclude_none=True) for t in tools]}, indent=1))
+        "tools": [t.model_dump(mode="json", exclude_none=True) for t in tools]}, indent=1)}
     if policy:
-        (folder / "policy.md").write_text(policy)
-    return folder
+        files["policy.md"] = policy
+    return write_atomically(Path(out).expanduser(), name, files, overwrite=overwrite)
+
+
+def probe_state(specs: list[ToolSpec], state: McpStateHook, name: str, *, timeout: float = 30.0) -> Any:
+    """Call the hooks once, as an episode will (reset, then read), and return the state; a hook that
+    fails or answers something other than a JSON object or array is a SpecError naming its option."""
+    from toolzoo.spec import SpecError
+
+    domain = Domain(name=name, category="mcp", description=name, policy="", source="", mcp_state=state,
+                    tools=[t.model_copy(update={"domain": name}) for t in specs])
+
+    async def go() -> Any:
+        with anyio.fail_after(timeout):  # the whole probe (connect, reset, read), not each step
+            session = McpSession(domain, call_timeout=timeout, connect_timeout=timeout)
+            await session.open()
+            try:
+                await session.reset()
+                return await session._state()
+            finally:
+                await session.close()
+
+    try:
+        value = anyio.run(go)
+    except SandboxDead as e:
+        raise SpecError(f"--state-read/--state-reset: {e}") from None
+    except TimeoutError:
+        raise SpecError(f"--state-read/--state-reset: the hooks did not answer within the --timeout left "
+                        f"({timeout:.3g}s)") from None
+    if not isinstance(value, dict | list):
+        raise SpecError(f"--state-read {state.read} returned {type(value).__name__} {value!r:.60}, not a JSON "
+                        "object or array (the server's whole world state)")
+    return value

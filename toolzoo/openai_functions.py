@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import ast
 import json
-import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -58,7 +57,7 @@ def _py_files(tools: Path) -> list[Path]:
     if tools.is_file():
         return [tools]
     if not tools.is_dir():
-        raise SpecError(f"{tools}: no such file or directory")
+        raise SpecError(f"--tools {tools}: no such file or folder")
     return sorted(p for p in tools.rglob("*.py") if p.name != "__init__.py")
 
 
@@ -109,68 +108,98 @@ def effect_of(name: str, effects: Mapping[str, str]) -> str:
     return "read" if name.split("_")[0].lower() in READ_VERBS else "write"
 
 
+DEFAULT_MAX_DATA_MB = 8  # a sandbox's request cap (sandboxes Limits.max_request_bytes): the state ships in one request
+
+
 def import_environment(tools: str | Path, data: str | Path, *, name: str, out: str | Path,
                        policy: str | Path | None = None, effects: Mapping[str, str] | None = None,
-                       error_prefix: str = "Error", category: str = "custom", overwrite: bool = False) -> Path:
+                       error_prefix: str = "Error", category: str = "custom", overwrite: bool = False,
+                       max_data_mb: float = DEFAULT_MAX_DATA_MB) -> Path:
     """Write a domain folder OUT/NAME from tool classes (a .py file or a folder of them) and a data
-    file (JSON, JSONL, or a folder of <table>.json files); returns the folder."""
+    file (JSON, JSONL, or a folder of <table>.json files); returns the folder.
+
+    Everything is read and checked first; the folder is then written under a temporary name next to
+    OUT/NAME, loaded back as a domain, and renamed into place, so a failure leaves nothing behind."""
+    from pydantic import ValidationError
+
+    from sandboxes.cli_files import validation_reason
+    from toolzoo.domain_dirs import builtin_names, load_folder, write_atomically
+    from toolzoo.spec import ToolSpec
+
     if not NAME_RE.match(name):
-        raise SpecError(f"domain name {name!r} must be an identifier")
+        raise SpecError(f"--name {name!r}: a domain name must be an identifier (letters, digits, _)")
+    if name in builtin_names():
+        raise SpecError(f"--name {name!r} is a built-in domain's name (reserved); choose another")
     effects = dict(effects or {})
     imports: list[str] = []
     foreign: list[str] = []
-    classes: list[tuple[str, str, dict[str, Any]]] = []
+    classes: list[tuple[str, str, dict[str, Any], Path]] = []
     for f in _py_files(Path(tools).expanduser()):
         i, fo, c = _tool_classes(f)
         imports += i
         foreign += fo
-        classes += c
+        classes += [(*x, f) for x in c]
     if not classes:
         raise SpecError(f"{tools}: no tool classes (a class with get_info() and invoke(data, **kwargs))")
     schemas, callers, seen = [], [], set()
-    for cls, _src, schema in classes:
+    errors = {"tool_error": f"the environment answered with a message starting {error_prefix!r}"} if error_prefix else {}
+    for cls, _src, schema, where in classes:
         fn = schema.get("function", schema)
         tool = fn["name"]
-        if not NAME_RE.match(tool) or tool in seen:
-            raise SpecError(f"tool class {cls}: name {tool!r} is not a valid, unique function name")
+        if not isinstance(tool, str) or not NAME_RE.match(tool) or tool in seen:
+            raise SpecError(f"{where}: tool class {cls}: name {tool!r} is not a valid, unique function name")
         seen.add(tool)
-        schemas.append({"type": "function", "function": fn, "effect": effect_of(tool, effects)})
+        entry = {"type": "function", "function": fn, "effect": effect_of(tool, effects), "errors": errors}
+        try:
+            ToolSpec.from_openai(entry, domain=name, category=category, function=tool, effect=entry["effect"],
+                                 errors=errors)
+        except ValidationError as e:
+            raise SpecError(f"{where}: tool class {cls} ({tool}): {validation_reason(e)}") from None
+        except SpecError as e:
+            raise SpecError(f"{where}: tool class {cls}: {e}") from None
+        schemas.append(entry)
         callers.append(f"\n\ndef {tool}(data, /, **kwargs):\n    return _tooldojo_invoke({cls}, data, kwargs, "
                        f"{error_prefix!r})\n")
     unknown = sorted(set(effects) - seen)
     if unknown:
-        raise SpecError(f"effects name unknown tools: {', '.join(unknown)}")
-    defined = {c for c, _, _ in classes}
+        raise SpecError(f"--read/--write name unknown tools: {', '.join(unknown)}")
+    defined = {c for c, _, _, _ in classes}
     stubs = [f"class {n}:\n    pass\n" for n in dict.fromkeys(foreign) if n not in defined]
     source = "\n".join(dict.fromkeys(imports)) + "\n\n" + "\n\n".join(stubs) + "\n\n" + \
-        "\n\n\n".join(src for _, src, _ in classes) + _CALLER.format() + "".join(callers)
+        "\n\n\n".join(src for _, src, _, _ in classes) + _CALLER.format() + "".join(callers)
     try:
         compile(source, "tools.py", "exec")
     except SyntaxError as e:
         raise SpecError(f"the copied tool classes do not compile: {e.msg} (line {e.lineno})") from None
-
-    folder = Path(out).expanduser() / name
-    if folder.exists():
-        if not overwrite:
-            raise SpecError(f"{folder} exists; pass overwrite=True (--overwrite) to replace it")
-        shutil.rmtree(folder)
-    folder.mkdir(parents=True)
-    (folder / "tools.py").write_text(source)
-    (folder / "tools.json").write_text(json.dumps(schemas, indent=1))
-    (folder / "data.json").write_text(json.dumps(_database(Path(data).expanduser())))
-    (folder / "__init__.py").write_text(f'"""Imported from {Path(tools).name} (OpenAI-function environment)."""\n'
-                                        f"CATEGORY = {category!r}\n")
+    policy_text = None
     if policy is not None:
-        (folder / "policy.md").write_text(Path(policy).expanduser().read_text())
-    return folder
+        try:
+            policy_text = Path(policy).expanduser().read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise SpecError(f"--policy {policy}: no such file") from None
+        except (UnicodeDecodeError, IsADirectoryError) as e:
+            raise SpecError(f"--policy {policy}: not a UTF-8 text file ({type(e).__name__})") from None
+    database = json.dumps(_database(Path(data).expanduser()))
+    size_mb = len(database.encode()) / (1 << 20)
+    if size_mb > max_data_mb:
+        raise SpecError(f"--data {data}: the database is {size_mb:.1f} MB as JSON, over the {max_data_mb:g} MB "
+                        "limit: every sandbox receives the whole state in one request, capped at 8 MiB by "
+                        "default (sandboxes Limits.max_request_bytes); raise that cap for your sandboxes and "
+                        "pass --max-data-mb to import it anyway")
+    # Generated Python only holds names checked against NAME_RE and strings written through repr().
+    init = (f"{'Imported from ' + Path(tools).name + ' (an OpenAI-function environment).'!r}\n"
+            f"CATEGORY = {category!r}\n")
+    files = {"tools.py": source, "tools.json": json.dumps(schemas, indent=1), "data.json": database,
+             "__init__.py": init, **({"policy.md": policy_text} if policy_text is not None else {})}
+    return write_atomically(Path(out).expanduser(), name, files, overwrite=overwrite, check=load_folder)
 
 
 def _database(data: Path) -> Any:
     if data.is_dir():  # tau-bench style: one JSON file per table
         tables = sorted(data.glob("*.json"))
         if not tables:
-            raise SpecError(f"{data}: no <table>.json files")
+            raise SpecError(f"--data {data}: no <table>.json files in the folder")
         return {t.stem: read_data_file(t) for t in tables}
     if not data.is_file():
-        raise SpecError(f"{data}: no such data file")
+        raise SpecError(f"--data {data}: no such file or folder")
     return read_data_file(data)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -261,7 +262,13 @@ class Zoo(BaseModel):
     def save(self, path: str | Path) -> Path:
         p = Path(path)
         p.mkdir(parents=True, exist_ok=True)
-        (p / "zoo.json").write_text(self.model_dump_json(indent=1))
+        # through a temporary file renamed over zoo.json: a failed write never leaves half a zoo
+        tmp = p / f".zoo.json.{os.getpid()}.tmp"
+        try:
+            tmp.write_text(self.model_dump_json(indent=1))
+            os.replace(tmp, p / "zoo.json")
+        finally:
+            tmp.unlink(missing_ok=True)
         return p
 
     @classmethod

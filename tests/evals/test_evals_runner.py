@@ -383,3 +383,35 @@ def test_a_hung_model_costs_one_timeout_per_try_not_minutes(tmp_path):
     (case,) = rec.cases
     assert case.errors == 1 and re.search(r"time(d)? ?out", case.reasons[0], re.I), case.reasons
     assert connections == 1  # one try: no retry, no reconnect
+
+
+def test_report_names_a_truncated_run_instead_of_dropping_the_model(tmp_path):
+    """Like `eval runs`: a run.json that does not load is named (exit 1), and no report is written without it."""
+    f = _suite(tmp_path, {"A": "a"})
+    hist = tmp_path / "h"
+    run_suite_sync(load_suite(f), [FunctionModel("good", lambda m, t, task: "a"),
+                                   FunctionModel("cut", lambda m, t, task: "b")],
+                   RunOptions(history_dir=hist, progress=False))
+    (cut,) = [d / "run.json" for r, d in list_runs(hist) if r.label == "cut"]
+    cut.write_text(cut.read_text()[:40])
+    html = tmp_path / "r.html"
+    r = runner.invoke(app, ["eval", "report", "--history", str(hist), "--html", str(html)])
+    assert r.exit_code == 1 and r.output.startswith(f"error: {cut} does not load"), r.output
+    assert r.output.count("\n") == 1 and not html.exists(), r.output
+
+
+def test_a_prompt_that_does_not_fit_the_context_is_an_error_naming_the_cause(tmp_path):
+    """The model never answers (its first prompt overflows its context): the case is an error (counted in
+    summary.errors) whose reason says so, not an ordinary failed case."""
+    from synth.episode import BudgetExhausted
+
+    def overflow(messages, tools, task):
+        raise BudgetExhausted("no room left to generate (6030 tokens in context, limit 2048)")
+
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump({"cases": [
+        {"name": "episode", "inputs": {"task": {"domain": "notes_app", "instruction": "x"}}}]}))
+    (rec,) = run_suite_sync(load_suite(tmp_path / "s.yaml"), [FunctionModel("m", overflow)],
+                            RunOptions(history_dir=tmp_path, progress=False, save=False))
+    (case,) = rec.cases
+    assert case.errors == 1 and rec.summary.errors == 1, case
+    assert "does not fit the model's context" in case.reasons[0] and "6030 tokens" in case.reasons[0], case.reasons

@@ -337,3 +337,23 @@ async def test_default_composite_on_real_episodes(pool):
     out = await fn(prompts=["p"] * 3, completions=["c"] * 3, task=[task] * 3, trajectory=[gold, bad, None])
     assert out == [1.0, 0.0, None]
     assert pool.leased == 0
+
+
+def test_build_reward_finds_an_out_of_tree_domain_from_an_object_or_a_folder(tmp_path, clean_registry):
+    """Not only through $TOOLDOJO_DOMAIN_DIRS: a Domain object reaches every component that reads the
+    task's domain, and a domain folder is registered by name."""
+    from toolzoo import domain_dirs
+    from toolzoo.domains import load_domain
+
+    dom = load_domain("notes_app").model_copy(update={"name": "my_notes"})
+    reward = build_reward(RewardConfig.default(), pool=object(), domain=dom)
+    readers = {name: r for name, (r, _w) in reward.rewards.items()
+               if type(r).__name__ in ("WorldStateReward", "RubricReward", "ReverifyReward")}
+    assert readers, reward.rewards
+    for r in readers.values():
+        assert (r.replayer.domain if hasattr(r, "replayer") else r.domain) is dom, r
+
+    (tmp_path / "my_dom").mkdir()
+    (tmp_path / "my_dom" / "tools.py").write_text("")
+    build_reward(RewardConfig.default(), pool=object(), domain_dir=tmp_path / "my_dom")
+    assert domain_dirs.registered()["my_dom"] == (tmp_path / "my_dom").resolve()

@@ -338,3 +338,50 @@ def test_tiny_vllm_model_nothing_crashes_nothing_invalid_exported(vllm):
     assert len(new) == stats.tools_accepted
     report = validate_tools(zoo)
     assert report.ok, [(r.name, r.reason) for r in report.failures()]
+
+
+def test_cli_unknown_category_is_refused_naming_the_known_ones(tmp_path):
+    from tooldojo.cli import app
+
+    out = tmp_path / "zoo"
+    r = CliRunner().invoke(app, ["synth", "tools", "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
+                                 "--categories", "smart_home,nosuchcat", "--out", str(out)])
+    assert r.exit_code == 1, r.output
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and "--categories 'nosuchcat'" in lines[0] and "smart_home" in lines[0], r.output
+    assert not out.exists()
+
+
+def test_cli_all_llm_calls_failing_writes_nothing(tmp_path, monkeypatch):
+    """An endpoint that refuses every request (400: not retried): one line, exit 1, no zoo.json."""
+    from tooldojo.cli import app
+
+    class Refuse(BaseHTTPRequestHandler):
+        def log_message(self, *a: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:  # noqa: N802
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            body = json.dumps({"error": {"message": "model 'm' does not exist"}}).encode()
+            self.send_response(400)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        out = tmp_path / "zoo"
+        r = CliRunner().invoke(app, ["synth", "tools", "--base-url",
+                                     f"http://127.0.0.1:{server.server_address[1]}/v1", "--model", "m",
+                                     "--categories", "smart_home", "--domains-per-category", "1",
+                                     "--repairs", "0", "--out", str(out)])
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert r.exit_code == 1, r.output
+    errors = [line for line in r.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "no LLM call got an answer" in errors[0] and "nothing written" in errors[0], r.output
+    assert not (out / "zoo.json").exists()

@@ -12,7 +12,7 @@ from sandboxes import SandboxConfig, SandboxPool
 from synth.task_models import Action, Rubric, Task, UserScenario
 from synth.task_replay import check_task, replay_task
 from synth.tasks import task_row
-from tests.byoe_domains import write_domain
+from tests.byoe_domains import write_domain, write_planted_domain
 from tests.conftest import any_backend
 from toolzoo import domain_dirs
 from toolzoo.domain_dirs import initial_state
@@ -151,3 +151,97 @@ def test_zoo_call_takes_a_domain_folder(tmp_path, clean_registry):
     assert r.exit_code == 0 and json.loads(r.stdout)["address"]["state"] == "NV", r.output
     r = runner.invoke(app, ["zoo", "call", str(tmp_path / "mine"), "get_usr", "--args", "{}"])
     assert r.exit_code == 1 and "did you mean get_user" in r.output, r.output
+
+
+def test_no_code_of_a_domain_folder_runs_on_the_host(tmp_path, clean_registry, monkeypatch):
+    """Issue 30: __init__.py, tools.py and data.py each try to write a marker holding a secret from the
+    environment. The commands read the folder without running it and run seed() and the tools in sandboxes,
+    so no marker appears, while the tools still work there. (`train` and `eval run` on such a folder:
+    tests/test_byoe_e2e.py.)"""
+    from tooldojo.cli import app
+
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    monkeypatch.setenv("TOOLDOJO_TEST_SECRET", "s3cret")
+    folder = write_planted_domain(tmp_path / "mine", markers)
+    runner = CliRunner()
+    backend = any_backend()
+    runs = {
+        "validate": ["zoo", "validate", str(folder), "-b", backend, "--sandboxes", "1"],
+        "stats": ["zoo", "stats", str(folder), "--json"],
+        "call": ["zoo", "call", str(folder), "get_user", "--args", '{"user_id": "u3"}', "-b", backend],
+        "synth tasks": ["synth", "tasks", "--n", "2", "--out", str(tmp_path / "tasks"), "--domain-dir",
+                        str(tmp_path / "mine"), "-b", backend, "--sandboxes", "1"],
+    }
+    for what, args in runs.items():
+        r = runner.invoke(app, args)
+        assert r.exit_code == 0, (what, r.output)
+        assert sorted(p.name for p in markers.iterdir()) == [], f"`dojo {what}` ran the folder's code on the host"
+    assert json.loads(runner.invoke(app, runs["call"]).stdout)["name"] == "User 3"  # seed() ran, in the sandbox
+    assert len((tmp_path / "tasks" / "tasks.jsonl").read_text().splitlines()) == 2
+    # the same file run on the host does leave the marker: the plant works, so its absence above means something
+    exec(compile((folder / "tools.py").read_text().split("from toolzoo.dsl")[0], "plant", "exec"), {})
+    assert (markers / "tools.py").read_text() == "s3cret"
+
+
+def test_reading_tools_without_running_them_gives_what_importing_them_gives(tmp_path):
+    """The AST reader (toolzoo.static_domain) against the introspection of the imported functions: every
+    built-in domain, and a file of the annotation forms users write."""
+    import importlib.util
+    import inspect
+    import textwrap
+
+    from toolzoo.domains import HERE, domain_names
+    from toolzoo.introspect import spec_from_function
+    from toolzoo.static_domain import read_tools
+
+    for name in domain_names():
+        live = load_domain(name)
+        assert read_tools(HERE / name, domain=name, category=live.category) == live.tools, name
+
+    (tmp_path / "tools.py").write_text(textwrap.dedent('''
+        import typing
+        from typing import Annotated, Any, Dict, List, Literal, Optional, Union
+
+        from toolzoo.dsl import tool
+
+        LIMITS = {"minimum": 1, "maximum": 9}
+        Count = Annotated[int, LIMITS]
+        KINDS = ("a", "b")
+
+        @tool(effect="write", errors={"nope": "no"})
+        def set_things(state, n: Count, kind: "Literal['a', 'b']", tags: List[str], extra: Dict[str, Any],
+                       note: Optional[str] = None, when: Union[int, str, None] = 3, *, flag: typing.Literal[1, 2] = 1,
+                       any_: Any = None, pair: list[Annotated[int, {"minimum": 0}]] | None = None) -> dict:
+            """Set things.
+
+            Args:
+                n: how many.
+                kind: which kind.
+                tags: labels.
+                extra: more.
+                note: a note.
+                when: a time.
+                flag: a flag.
+                any_: anything.
+                pair: two numbers.
+            """
+            return {}
+
+        @tool
+        def get_thing(db, k: str | int = "x") -> list[dict]:
+            """Get a thing.
+
+            Args:
+                k: the key.
+            """
+            return []
+    '''))
+    spec = importlib.util.spec_from_file_location("static_vs_live_tools", tmp_path / "tools.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # the test's own file: running it here is the reference
+    fns = sorted((f for f in vars(module).values() if inspect.isfunction(f) and hasattr(f, "__tool__")),
+                 key=lambda f: f.__code__.co_firstlineno)
+    live = [spec_from_function(f, domain="forms", category="custom") for f in fns]
+    assert [t.name for t in live] == ["set_things", "get_thing"]
+    assert read_tools(tmp_path, domain="forms", category="custom") == live

@@ -478,3 +478,24 @@ async def test_serve_a_domain_folder_by_path_over_stdio(tmp_path):
             assert not r.is_error, r
             r = await client.call_tool("get_user", {"user_id": "u3"})
             assert r.structured_content["address"]["state"] == "NV"
+
+
+def test_import_timeout_bounds_the_whole_import(monkeypatch):
+    """--timeout is the whole import's deadline: a server that connects and then stalls while its tools
+    are being listed (each step within its own bound before) is a McpConnectionError naming --timeout."""
+    import anyio
+
+    from toolzoo import mcp as mcp_mod
+    from toolzoo.spec import McpSource
+
+    async def stalls(self, source):
+        await anyio.sleep_forever()  # a server that never finishes the import
+
+    monkeypatch.setattr(mcp_mod.McpClient, "import_tools", stalls)
+
+    async def go():
+        with anyio.fail_after(60):  # a guard against a hang, not the bound under test
+            await mcp_mod.import_mcp_tools(McpSource(url="http://127.0.0.1:9/mcp"), timeout=0.05)
+
+    with pytest.raises(mcp_mod.McpConnectionError, match=r"within 0.05s \(--timeout bounds the whole import\)"):
+        anyio.run(go)

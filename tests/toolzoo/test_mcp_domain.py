@@ -27,7 +27,7 @@ def _forget_domain_folders(clean_registry):
 def _import(tmp_path, name, *hooks):
     from tooldojo.cli import app
 
-    server = write_mcp_server(tmp_path)
+    server = write_mcp_server(tmp_path, hook_extras=name == "dotted")
     r = CliRunner().invoke(app, ["zoo", "import-mcp", "--command", f"{sys.executable} {server}", "--out",
                                  str(tmp_path / "domains"), "--name", name, "--domain", *hooks])
     assert r.exit_code == 0, r.output
@@ -94,3 +94,41 @@ def test_import_mcp_domain_errors(tmp_path):
     (tmp_path / "bad" / "mcp.json").write_text(json.dumps({"tools": [{"name": "t"}]}))
     with pytest.raises(ValueError, match="mcp.json"):
         load_domain(str(tmp_path / "bad"))
+
+
+@pytest.mark.parametrize("hook,needle", [
+    (["--state-read", "describe_state"], "returned text that is not JSON: 'three users, all in Austin'"),
+    (["--state-read", "resource:state://nowhere"], "the state read hook resource:state://nowhere of MCP domain"),
+    (["--state-read", ""], "--state-read is empty"),
+    (["--state-read", "get_state", "--state-reset", ""], "--state-reset is empty"),
+    (["--state-read", "get_state", "--name", "retail_orders"], "--name 'retail_orders' is a built-in domain's name"),
+], ids=["import-mcp-hook-not-json", "import-mcp-missing-resource-hook", "import-mcp-empty-state-read",
+        "import-mcp-empty-state-reset", "import-mcp-reserved-name"])
+def test_import_mcp_refuses_state_hooks_that_cannot_work(tmp_path, hook, needle):
+    """Issue 30 finding 5: each of these was accepted and failed (or silently abstained) in every episode."""
+    from tooldojo.cli import app
+
+    server = write_mcp_server(tmp_path, hook_extras=True)
+    r = CliRunner().invoke(app, ["zoo", "import-mcp", "--command", f"{sys.executable} {server}", "--out",
+                                 str(tmp_path / "domains"), "--name", "hooked", "--domain", *hook],
+                           env={"COLUMNS": "300"})
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert r.exit_code == 1 and len(lines) == 1 and needle in lines[0], r.output
+    assert not (tmp_path / "domains").exists()
+
+
+@pytest.mark.parametrize("ref", ["db.dump", "db_dump", "tool:db.dump"])
+def test_a_state_hook_with_a_dotted_server_name_works_by_either_name(tmp_path, ref):
+    """Issue 30 finding 5: `db.dump` (model name `db_dump`) was accepted by one name and then called by it."""
+    dom = _import(tmp_path, "dotted", "--state-read", ref)
+    assert dom.mcp_state.read == "tool:db.dump"
+    assert "db_dump" not in {t.name for t in dom.tools}  # a hook is hidden from the agent
+
+    async def go():
+        from toolzoo.mcp_domain import McpPool
+
+        async with McpPool(dom).sandbox() as s:
+            await s.load_domain(None)
+            return (await s.snapshot()).state
+
+    assert anyio.run(go)["users"]["u1"]["name"] == "User 1"

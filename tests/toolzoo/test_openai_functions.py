@@ -38,13 +38,17 @@ def test_an_openai_function_environment_becomes_a_domain_and_tasks(tmp_path):
         assert h.state()["users"]["ana_1"]["address"]["state"] == "NV"
 
     kept, dropped = import_tasks(env / "tasks_test.py", dom, backend=any_backend(), sandboxes=2)
-    assert [t.id for t in kept] == ["my_env-00000", "my_env-00001"]
-    first, second = kept
+    assert [t.id for t in kept] == ["my_env-00000", "my_env-00001", "my_env-00002"]
+    first, second, unknown_user = kept
     assert first.gold_actions[0].arguments["state"] == "NV" and first.final_state_hash
     assert second.expected_outputs == ["73301"]
     assert first.rubric.model_dump() == {"success_criteria": [], "expected_tool_pattern": [], "checkpoints": []}
     assert first.persona == "" and first.provenance == "imported"
-    assert len(dropped) == 1 and dropped[0].id == "my_env-00002" and "user not found" in dropped[0].reason
+    # a gold call failing with the declared error is part of the gold (issue 30 finding 8); the environment
+    # answered "Error: user not found", so the state is unchanged
+    assert unknown_user.gold_actions[0].arguments["user_id"] == "zed_9"
+    # bad arguments in the gold are not a declared error: dropped, with the reason
+    assert len(dropped) == 1 and dropped[0].id == "my_env-00003" and "invalid_arguments" in dropped[0].reason
 
 
 def test_effects_and_errors_of_the_adapter(tmp_path):
@@ -58,3 +62,31 @@ def test_effects_and_errors_of_the_adapter(tmp_path):
         import_environment(env / "tools", env / "data", name="env3", out=tmp_path, effects={"nope": "read"})
     with pytest.raises(SpecError, match="no tool classes"):
         import_environment(env / "data", env / "data", name="env4", out=tmp_path)
+
+
+@pytest.mark.parametrize("stem", ['q"""+str(__import__("os").system("touch X"))+"""x', 'a"""b', "c'''d\\"])
+def test_hostile_tools_file_names_never_become_code(tmp_path, monkeypatch, stem):
+    """Issue 30: the tools file's name went unescaped into the generated __init__.py's docstring."""
+    import ast
+
+    env = write_openai_env(tmp_path)
+    hostile = env / f"{stem}.py"
+    hostile.write_text((env / "tools" / "get_user_details.py").read_text())
+    monkeypatch.chdir(tmp_path)
+    folder = import_environment(hostile, env / "data", name="hostile_env", out=tmp_path / "domains")
+    init = (folder / "__init__.py").read_text()
+    assert ast.get_docstring(ast.parse(init)) == f"Imported from {stem}.py (an OpenAI-function environment)."
+    exec(compile(init, "__init__.py", "exec"), {})  # what any later import of the folder would run
+    assert not (tmp_path / "X").exists()
+    assert [t.name for t in load_domain(str(folder)).tools] == ["get_user_details"]
+
+
+def test_imported_tool_errors_are_declared(tmp_path):
+    """Route 2 used to fail its own validator: `undeclared error code 'tool_error'`."""
+    from toolzoo.validate import validate_zoo_at
+
+    env = write_openai_env(tmp_path)
+    folder = import_environment(env / "tools", env / "data", name="declared_env", out=tmp_path / "domains")
+    assert load_domain(str(folder)).tool("get_user_details").errors.keys() == {"tool_error"}
+    report = validate_zoo_at(str(folder), backend=any_backend(), sandboxes=1)
+    assert report.ok, report.summary()
