@@ -157,6 +157,10 @@ def import_tasks_cmd(
     out: str = typer.Option(..., "--out", help="directory for tasks.jsonl, the dataset and dropped.jsonl"),
     backend: str = typer.Option("auto", "--backend", "-b", help="sandbox backend: auto | docker | local"),
     sandboxes: int = count_option(4, "--sandboxes", limit="sandboxes", min=1, help="sandboxes replaying in parallel"),
+    computed_outputs: bool = typer.Option(False, "--computed-outputs",
+                                          help="keep tasks whose outputs the agent computes (a sum, a count) "
+                                               "rather than reads: they need not appear in the gold results and "
+                                               "are checked in the agent's answer only"),
     domain_dir: list[str] = DomainDirOpt,
 ) -> None:
     """Import an environment's own tasks (instruction, gold actions, outputs), each kept only if its gold
@@ -176,7 +180,7 @@ def import_tasks_cmd(
     check_out_dir(out)
     use(domain_dir)
     dom = load_domain(domain)
-    kept, dropped = import_tasks(tasks, dom, backend=backend, sandboxes=sandboxes)
+    kept, dropped = import_tasks(tasks, dom, backend=backend, sandboxes=sandboxes, computed_outputs=computed_outputs)
     path = Path(out).expanduser()
     # Written in a staging folder next to OUT and moved in only when complete.
     anchor = next(a for a in (path, *path.absolute().parents) if a.exists())

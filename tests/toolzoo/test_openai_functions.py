@@ -90,3 +90,20 @@ def test_imported_tool_errors_are_declared(tmp_path):
     assert load_domain(str(folder)).tool("get_user_details").errors.keys() == {"tool_error"}
     report = validate_zoo_at(str(folder), backend=any_backend(), sandboxes=1)
     assert report.ok, report.summary()
+
+
+def test_computed_outputs_are_kept_only_when_the_import_says_so(tmp_path):
+    """Issue 30 finding 8: an output the agent computes (here: how many users there are) is in no gold
+    result. By default the task is dropped, and the reason names the option; with computed_outputs it is
+    kept (the communication reward checks the agent's answer for it, as for every expected output)."""
+    env = write_openai_env(tmp_path)
+    folder = import_environment(env / "tools", env / "data", name="calc_env", out=tmp_path / "domains")
+    dom = load_domain(str(folder))
+    task = {"user_id": "u", "instruction": "How many letters are in Ana's name?",
+            "actions": [{"name": "get_user_details", "kwargs": {"user_id": "ana_1"}}], "outputs": ["3 letters"]}
+    (tmp_path / "calc.json").write_text(json.dumps([task]))
+    kept, dropped = import_tasks(tmp_path / "calc.json", dom, backend=any_backend(), sandboxes=1)
+    assert not kept and "is not in the gold results" in dropped[0].reason and "--computed-outputs" in dropped[0].reason
+    kept, dropped = import_tasks(tmp_path / "calc.json", dom, backend=any_backend(), sandboxes=1,
+                                 computed_outputs=True)
+    assert not dropped and kept[0].expected_outputs == ["3 letters"] and kept[0].final_state_hash
