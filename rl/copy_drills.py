@@ -192,7 +192,7 @@ def _one(domain: Any, ns: dict[str, Any], state: dict[str, Any], target: int, rn
             final = {"role": "assistant", "content": f"The {humanize(f)} of {noun} {rid} is {v}."}
         else:
             continue
-        from rl.corpus import render_transcript
+        from rl.chat_render import render_transcript
 
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}, call, answer, final]
         return render_transcript(messages, tools)

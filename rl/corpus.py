@@ -35,6 +35,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rl.chat_render import render_transcript
+
 __all__ = ["CorpusSettings", "Corpus", "build_corpus", "cached_corpus", "copy_spans", "domain_docs", "domain_data"]
 
 
@@ -119,16 +121,6 @@ def domain_data(domain: Any, seeds: range) -> list[str]:
         lines = _records(ns["INITIAL_STATE"])
         out.append(f"{domain.name} data (seed {s}):\n" + "\n".join(lines))
     return out
-
-
-def render_transcript(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
-    """A conversation exactly as the policy sees it (the chat template, no generation prompt)."""
-    from rl.tiny import qwen2_5_chat_template
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-    env.filters["tojson"] = lambda x, indent=None, **_: json.dumps(x, ensure_ascii=False, indent=indent)
-    return env.from_string(qwen2_5_chat_template()).render(messages=messages, tools=tools, add_generation_prompt=False)
 
 
 def _part_key(s: CorpusSettings, name: str, seed: int) -> str:
