@@ -32,6 +32,7 @@ import random
 import re
 from typing import Any
 
+from rl.chat_render import render_transcript
 from synth.task_values import humanize, id_like
 
 __all__ = ["CHARS_PER_TOKEN", "copy_drills", "DRILL_LENGTHS"]
@@ -192,8 +193,6 @@ def _one(domain: Any, ns: dict[str, Any], state: dict[str, Any], target: int, rn
             final = {"role": "assistant", "content": f"The {humanize(f)} of {noun} {rid} is {v}."}
         else:
             continue
-        from rl.chat_render import render_transcript
-
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}, call, answer, final]
         return render_transcript(messages, tools)
     return None
