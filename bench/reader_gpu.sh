@@ -6,6 +6,10 @@
 #   bash bench/reader_gpu.sh rl NAME   # Dr. GRPO, 3 seeds, from base NAME (the demo's settings: 3 prepares
 #                                      #   + 3 RL jobs fit one 10-minute call for the 0.66M base; with a
 #                                      #   second variant, or the 4M base, they did not)
+#        SETS="k=v k=v" TAG=t bash bench/reader_gpu.sh rl NAME   # the same with demo overrides (priming,
+#                                      #   primed baseline and RL alike); the JSON is rl_budget_multistep_reader_t_gpu.json
+#        PHASE=prepare ... then PHASE=train ...  # two back-to-back calls (a warm machine keeps /tmp/rlb/<hash of NAME and SETS>):
+#                                      #   priming + primed evaluation, then Dr. GRPO from those checkpoints
 # Carry .whl and .carry. Results go to $OUT (the device tool brings them back).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,9 +39,11 @@ case "$1" in
       --prime-timeout "${PRIME_TIMEOUT:-540}" --save "$OUT/reader_prime_gpu.json" 2>&1 | tee "$OUT/prime.log"
     ;;
   rl)
-    python3 bench/rl_budget.py --seeds 0,1,2 "${GPU[@]}" --set "base=/tmp/bases/$2" --threads 2 \
-      --job-timeout "${RL_TIMEOUT:-290}" --workers 6 --variant demo: \
-      --save "$OUT/rl_budget_multistep_reader_gpu.json" 2>&1 | tee "$OUT/rl.log"
+    EXTRA=(); for kv in ${SETS:-}; do EXTRA+=(--set "$kv"); done
+    python3 bench/rl_budget.py --seeds "${SEEDS:-0,1,2}" "${GPU[@]}" "${EXTRA[@]}" --set "base=/tmp/bases/$2" \
+      --threads 2 --job-timeout "${RL_TIMEOUT:-290}" --workers 6 --variant demo: ${PHASE:+--out /tmp/rlb/$(echo "$2 ${SETS:-}" | md5sum | cut -c1-8)} \
+      $([ "${PHASE:-}" = prepare ] && echo --prepare-only) \
+      --save "$OUT/rl_budget_multistep_reader${TAG:+_$TAG}_gpu.json" 2>&1 | tee "$OUT/rl.log"
     ;;
   failures)
     # the reader base and the shipped one, primed side by side; each multi-step failure sorted by its first wrong step

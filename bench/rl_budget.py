@@ -22,6 +22,7 @@ the primed policy per seed; the settings and the machine.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -59,6 +60,9 @@ def log(msg: str) -> None:
 def worker_prepare(spec: dict[str, Any]) -> dict[str, Any]:
     """The seed's base model, tasks, priming traces, SFT and the primed policy's evaluation."""
     out = Path(spec["dir"])
+    done = out / "prepared.json"
+    if done.is_file():  # a --keep'd work folder from an earlier --prepare-only call (one device call each)
+        return json.loads(done.read_text())
     cfg = _stages.demo_config([*spec["overrides"], f"out_dir={out}"])
     backend = _stages.backend_of(cfg, out)
     t0 = time.perf_counter()
@@ -74,6 +78,7 @@ def worker_prepare(spec: dict[str, Any]) -> dict[str, Any]:
                sft_multistep_greedy_success=ev["multistep_greedy_success"],
                sft_multistep_pass_at_k=ev["multistep_pass_at_k"],
                minutes={"prime_and_sft": round((t1 - t0) / 60, 2), "eval": round((time.perf_counter() - t1) / 60, 2)})
+    done.write_text(json.dumps(res))
     return res
 
 
@@ -189,6 +194,9 @@ def main() -> int:
     ap.add_argument("--seeds", default=None, help="comma-separated (default 0,1; quick 0)")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE;...",
                     help="a GRPO variant (repeatable; replaces the defaults: " + ", ".join(DEFAULT_VARIANTS) + ")")
+    ap.add_argument("--prepare-only", action="store_true",
+                    help="prime and evaluate each seed, train nothing; with --out, a later run reuses the seeds "
+                         "prepared there (a prepare and its Dr. GRPO jobs need not fit one 10-minute device call)")
     _stages.add_run_options(ap, workers_help="jobs at a time (default: cpus // 2, at least 1)",
                             save_help="also write the JSON here (e.g. bench/results/rl_budget.json)")
     args = ap.parse_args()
@@ -226,6 +234,8 @@ def main() -> int:
         for s, p in prepared.items():
             if not p.get("ok"):
                 result["errors"][f"prepare/seed-{s}"] = p.get("error")
+        if args.prepare_only:
+            variants = {}
         specs = [{"kind": "variant", "seed": s, "name": n, "variant": sets, "seed_dir": str(work / f"seed-{s}"),
                   "dir": str(work / f"seed-{s}" / n), "threads": threads, "overrides": [*overrides, *_stages.seed_overrides(s)]}
                  for s in seeds if prepared[s].get("ok") for n, sets in variants.items()]
