@@ -291,14 +291,14 @@ class DockerSandbox(Sandbox):
     def __init__(self, config: SandboxConfig, transport: DockerTransport, sandbox_id: str):
         super().__init__(config, transport, sandbox_id)
         self.container_id = transport.container_id
-        self.cgroup = transport.cgroup
-        self._oom_seen = self.cgroup.oom_kills() if self.cgroup else 0
+        self.memory_split = transport.cgroup
+        self._oom_seen = self.memory_split.oom_kills() if self.memory_split else 0
 
     async def _backend_oom(self) -> bool:
         # Commands are OOM-killed in their own cgroup, whose counter the server cannot see.
-        if self.cgroup is None:
+        if self.memory_split is None:
             return False
-        n = self.cgroup.oom_kills()
+        n = self.memory_split.oom_kills()
         hit, self._oom_seen = n > self._oom_seen, n
         return hit
 
