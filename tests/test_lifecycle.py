@@ -77,6 +77,10 @@ def test_kill_9_owner_then_gc_leaves_nothing(backend, tmp_path):
             reap_orphans(backend)
             time.sleep(0.2)
         assert left == [], f"containers left behind: {[c['Id'][:12] for c in left]} (gc removed {removed})"
+        from sandboxes.docker_backend import _group_dirs
+
+        cgroups = [str(d) for d in _group_dirs() if d.name.startswith(f"tooldojo-{proc.pid}-")]
+        assert cgroups == [], f"cgroups left behind: {cgroups}"
     else:
         while time.monotonic() < deadline and any(_pid_alive(i["pid"]) for i in info):
             time.sleep(0.1)

@@ -191,12 +191,12 @@ async def test_reset_survives_an_inode_flood(backend):
         await assert_honest(sb, r.stdout)
 
 
-async def test_commands_out_of_memory_kill_commands_not_the_server():
-    """local: commands run in a memory cgroup of their own, capped below the sandbox's limit, so
-    whatever they do to their oom_score_adj (a command may set it back to 0), an OOM among them
-    picks among them. Docker has no such split yet (the README says so)."""
-    require("local")
-    async with await open_sandbox(config("local", limits=Limits(memory_mb=128))) as sb:
+async def test_commands_out_of_memory_kill_commands_not_the_server(backend):
+    """Commands run in a memory cgroup of their own, capped below the sandbox's limit (docker on a
+    cgroup v1 host: a sibling of the container's cgroup under a per-sandbox parent), so whatever they
+    do to their oom_score_adj (a command may set it back to 0), an OOM among them picks among them;
+    their tmpfs pages are charged there too."""
+    async with await open_sandbox(config(backend, limits=Limits(memory_mb=128))) as sb:
         await sb.call_tool("kv_set", {"key": "target", "value": HONEST})
         r = await sb.exec(["sh", "-c", "grep memory /proc/self/cgroup; grep memory /proc/1/cgroup"], timeout=10)
         mine, server = r.stdout.split()
@@ -205,6 +205,38 @@ async def test_commands_out_of_memory_kill_commands_not_the_server():
                            "for d in /tmp /workspace /dev/shm; do dd if=/dev/zero of=$d/fill bs=1M count=64; done; "
                            "python3 -c 'b = bytearray(64 << 20)'"], timeout=30)
         assert r.oom_killed, r
+        await assert_honest(sb, r.stdout + r.stderr)
+        await sb.reset(STATE)
+        assert (await sb.exec("echo again", timeout=10)).stdout == "again\n"
+
+
+FORK_BOMB = """
+import os, time
+kids = []
+for i in range(40):
+    try:
+        pid = os.fork()
+    except OSError as e:
+        print('fork failed', e); break
+    if pid == 0:
+        b = b'x' * (8 << 20)  # touched: charged now
+        time.sleep(3)
+        os._exit(0)
+    kids.append(pid)
+dead = sum(1 for p in kids if os.waitpid(p, 0)[1] != 0)
+print('children', len(kids), 'killed', dead)
+"""
+
+
+async def test_forked_children_out_of_memory_kill_commands_not_the_server(backend):
+    """The attack of item 6: a command sets its oom_score_adj back to 0, then forks 40 children of
+    8 MiB each in a 128 MiB sandbox. The OOM killer must take children, never the tool server."""
+    async with await open_sandbox(config(backend, limits=Limits(memory_mb=128, pids=64))) as sb:
+        await sb.call_tool("kv_set", {"key": "target", "value": HONEST})
+        r = await sb.exec(["sh", "-c", "echo 0 > /proc/self/oom_score_adj && exec python3 -c \"$0\"", FORK_BOMB],
+                          timeout=30)
+        assert r.oom_killed, r
+        assert "killed 0" not in r.stdout, r
         await assert_honest(sb, r.stdout + r.stderr)
         await sb.reset(STATE)
         assert (await sb.exec("echo again", timeout=10)).stdout == "again\n"
