@@ -346,6 +346,70 @@ def _img(path: Path | None) -> str:
     return f'<img alt="{html.escape(path.name)}" src="data:image/png;base64,{data}" style="max-width:100%">'
 
 
+def _html_table(header: Iterable[str], rows: Iterable[Iterable[Any]], cls: str = "") -> str:
+    """A <table> with every cell escaped."""
+    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table{f' class={cls}' if cls else ''}><tr>{head}</tr>{body}</table>"
+
+
+def stage_table(stage_minutes: dict[str, float], total: float) -> str:
+    """Time per stage: minutes and share of the whole run, and the total."""
+    rows = [(name, f"{m:.2f}", f"{m / total:.1%}" if total > 0 else "") for name, m in stage_minutes.items()]
+    return _html_table(("stage", "minutes", "share of total"), rows + [("total", f"{total:.2f}", "100%" if total else "")])
+
+
+# The demo's settings as the report groups them: (group, demo keys, sections of the train config).
+SETTING_GROUPS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("model / base", ("base", "tiny", "seed", "out_dir"), ("model",)),
+    ("tasks", ("domains", "tasks", "held_out", "distractors", "quote_values", "multistep", "multistep_held_out"),
+     ("data",)),
+    ("priming / SFT", ("condition", "sft"), ()),
+    ("Dr. GRPO", (), ("grpo", "trainer", "run")),
+    ("rollout", (), ("rollout",)),
+    ("reward", (), ("reward",)),
+    ("evaluation", ("eval_samples", "base_eval_samples", "curve_every", "curve_tasks", "curve_samples"), ()),
+)
+
+
+def _flatten(prefix: str, value: Any) -> list[tuple[str, str]]:
+    """Dotted keys to scalar values; a list is one value (compact JSON where it holds mappings)."""
+    if isinstance(value, dict) and value:
+        return [row for k, v in value.items() for row in _flatten(f"{prefix}.{k}" if prefix else str(k), v)]
+    if isinstance(value, (list, tuple, dict)):
+        return [(prefix, json.dumps(value, separators=(", ", ": ")))]
+    return [(prefix, json.dumps(value) if value is None or isinstance(value, bool) else str(value))]
+
+
+def settings_groups(cfg: DemoConfig) -> dict[str, list[tuple[str, str]]]:
+    """The demo's settings by group (SETTING_GROUPS), the train section as the GRPO stage gets it
+    (DEFAULT_TRAIN under the config's ``train``); a train section no group names lands in Dr. GRPO."""
+    demo = cfg.model_dump(exclude={"train"})
+    train = _merge(DEFAULT_TRAIN, cfg.train)
+    named = {s for _, _, sections in SETTING_GROUPS for s in sections}
+    out: dict[str, list[tuple[str, str]]] = {}
+    for group, keys, sections in SETTING_GROUPS:
+        rows = [row for k in keys for row in _flatten(k, demo[k])]
+        rows += [row for sec in sections if sec in train for row in _flatten(f"train.{sec}", train[sec])]
+        if group == "Dr. GRPO":
+            rows += [row for sec in train if sec not in named for row in _flatten(f"train.{sec}", train[sec])]
+        if rows:
+            out[group] = rows
+    return out
+
+
+def settings_html(cfg: DemoConfig) -> str:
+    """The settings as a table per group, then the full config as YAML in a fold."""
+    import yaml
+
+    parts = [f"<h3>{html.escape(group)}</h3>" + _html_table(("setting", "value"), rows, cls="kv")
+             for group, rows in settings_groups(cfg).items()]
+    full = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False, default_flow_style=False)
+    parts.append(f"<details><summary>full configuration (YAML; `dojo demo` reads it back)</summary>"
+                 f"<pre>{html.escape(full)}</pre></details>")
+    return "\n".join(parts)
+
+
 def write_report(out: Path, result: DemoResult, evals: dict[str, Any], behaviours: Any, cfg: DemoConfig) -> Path:
     """One self-contained HTML page: the numbers, the reward curve, the behaviours, the settings."""
     rows = "".join(
@@ -386,7 +450,7 @@ def write_report(out: Path, result: DemoResult, evals: dict[str, Any], behaviour
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>tooldojo demo</title>
 <style>body{{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}}
 table{{border-collapse:collapse;margin:1rem 0}}td,th{{border:1px solid #ccc;padding:.3rem .6rem;text-align:right}}
-td:first-child,th:first-child{{text-align:left}}code,pre{{background:#f4f4f4}}</style></head><body>
+td:first-child,th:first-child,table.kv td{{text-align:left}}code,pre{{background:#f4f4f4}}</style></head><body>
 <h1>tooldojo demo</h1>
 <p>{result.held_out_tasks} held-out tasks ({result.multistep_held_out_tasks} of them multi-step: look up then act,
 read and report, ask the user) from {', '.join(map(html.escape, cfg.domains))};
@@ -408,8 +472,8 @@ tool. A multi-step family's held-out tasks name no entity its training tasks nam
 <h2>Dr. GRPO reward, groups with reward variance, entropy, episode length</h2>{_img(out / "grpo" / "reward_curve.png")}
 <h2>Behaviours (heuristic counter: mean per trajectory, share with at least one)</h2>
 <table><tr><th>trajectories</th><th>n</th>{bhead}</tr>{brows}</table>
-<h2>Time per stage (minutes)</h2><pre>{html.escape(json.dumps(result.stage_minutes, indent=1))}</pre>
-<h2>Settings</h2><pre>{html.escape(cfg.model_dump_json(indent=1))}</pre>
+<h2>Time per stage</h2>{stage_table(result.stage_minutes, result.minutes)}
+<h2>Settings</h2>{settings_html(cfg)}
 </body></html>"""
     path = out / "report.html"
     path.write_text(page, encoding="utf-8")
