@@ -49,6 +49,9 @@ __all__ = ["DemoConfig", "DemoResult", "SHIPPED_BASE", "load_demo_config", "run_
 # The pretrained base (rl/pretrain.py built it; rl/base/pretrain.json says how, and what it scored).
 SHIPPED_BASE = Path(__file__).resolve().parent / "base"
 
+# The policies as the terminal and the report name them.
+POLICY_NAMES = {"base": "base", "sft": "primed", "grpo": "Dr. GRPO"}
+
 # The dojo-train config the demo starts from (model and tasks are filled in by the demo).
 DEFAULT_TRAIN: dict[str, Any] = {
     "grpo": {"loss_type": "dr_grpo", "scale_rewards": "none", "beta": 0.0, "num_generations": 8,
@@ -300,18 +303,22 @@ def base_summary(base: Path) -> dict[str, Any] | None:
             "trained_on": m.get("device")}
 
 
-def make_tasks(cfg: DemoConfig, out: Path, backend: str) -> tuple[list[Any], list[Any]]:
+def make_tasks(cfg: DemoConfig, out: Path, backend: str,
+               progress: Callable[[str, int, int], None] | None = None) -> tuple[list[Any], list[Any]]:
     """Stage 2: single-action and multi-step tasks with the demo's tool picks, split into
     ``out/tasks/{train,held_out}``: ``held_out`` single-action tasks at random, and per multi-step
-    family ``multistep_held_out`` tasks disjoint from its training tasks by entity."""
+    family ``multistep_held_out`` tasks disjoint from its training tasks by entity. ``progress``
+    hears (phase, done, total) of each synthesis batch."""
     from synth.task_families import family_of, split_by_entity, synthesize_family_tasks
     from synth.tasks import export_tasks, synthesize_tasks
 
     made = synthesize_tasks(cfg.tasks, seed=cfg.seed, domains=cfg.domains, backend=backend,
                             sandboxes=4, lengths={1: 1.0}, user_info_rate=0.0,
-                            quote_values=cfg.quote_values)
+                            quote_values=cfg.quote_values,
+                            progress=None if progress is None else
+                            (lambda phase, done, total: progress(f"single-action {phase}", done, total)))
     by_family = synthesize_family_tasks(cfg.multistep, seed=cfg.seed, domains=cfg.domains, backend=backend,
-                                        sandboxes=4) if cfg.multistep else {}
+                                        sandboxes=4, progress=progress) if cfg.multistep else {}
     singles = []
     for t in made.tasks:  # a one-call read with a value to report is a read-and-report task
         f = family_of(t)
@@ -518,6 +525,7 @@ def run_demo(cfg: DemoConfig, *, console: Any = None,
 
     from rl.behaviours import behaviour_report
     from rl.evaluate import HeldOutEval, evaluate_policy
+    from rl.progress import StageProgress
     from rl.run import RichProgressCallback
     from rl.sft import prime
     from rl.trainer import train
@@ -557,13 +565,17 @@ def run_demo(cfg: DemoConfig, *, console: Any = None,
     done("base model")
 
     stage("tasks")
-    train_tasks, held = make_tasks(cfg, out, backend)
+    with StageProgress(console, unit="") as bars:
+        train_tasks, held = make_tasks(cfg, out, backend, progress=lambda phase, done, total: bars(
+            f"tasks: {phase}", done, total))
     console.print(f"{len(train_tasks)} train and {len(held)} held-out tasks")
     done("tasks")
 
     stage(f"priming traces ({cfg.condition})")
-    traces = generate_traces(train_tasks, cfg.condition, backend=backend, system_prompt=tcfg.rollout.system_prompt,
-                             seed=cfg.seed)
+    with StageProgress(console) as bars:
+        traces = generate_traces(train_tasks, cfg.condition, backend=backend,
+                                 system_prompt=tcfg.rollout.system_prompt, seed=cfg.seed,
+                                 progress=bars.tracker("priming traces"))
     export = write_trajectories(traces, out / "prime")
     console.print(f"{export.rows} traces")
     done(f"priming traces ({cfg.condition})")
@@ -576,6 +588,8 @@ def run_demo(cfg: DemoConfig, *, console: Any = None,
 
     stage("Dr. GRPO")
     settings = eval_settings(cfg, tcfg, backend)
+    # one live display for the steps, the curve points and the evaluation inside training
+    train_bars = StageProgress(console)
     curve = None
     if cfg.curve_every:
         from rl.curve import HeldOutCurve, curve_slice
@@ -585,7 +599,8 @@ def run_demo(cfg: DemoConfig, *, console: Any = None,
                              tokenizer_path=sft.model_dir, reward=st.reward, temperature=st.temperature,
                              max_completion_length=st.max_completion_length, limits=st.limits,
                              system_prompt=st.system_prompt, backend=backend, sandboxes=st.sandboxes,
-                             seed=cfg.seed + 2, path=out / "curve.json")
+                             seed=cfg.seed + 2, path=out / "curve.json",
+                             progress=lambda step, n, total: train_bars(f"learning curve, step {step}", n, total))
     # the held-out evaluation runs at the end of training on the run's vLLM engine (rl.evaluate.HeldOutEval)
     policies = {"base": base, "sft": Path(sft.model_dir), "grpo": out / "grpo" / "final"}
 
@@ -596,9 +611,12 @@ def run_demo(cfg: DemoConfig, *, console: Any = None,
     own = {"base": settings.model_copy(update={"samples": cfg.base_eval_samples})}
     final_eval = HeldOutEval(held, settings, trained="grpo", checkpoints={"base": base, "sft": Path(sft.model_dir)},
                              tokenizer_path=sft.model_dir, out_dir=out / "eval", on_start=evaluation_begins,
-                             settings_for=own)
-    result = train(train_config(cfg, out, Path(sft.model_dir)), run_dir=out / "grpo",
-                   callbacks=[c for c in (curve, final_eval) if c is not None])
+                             settings_for=own, progress=lambda name, n, total: train_bars(
+                                 f"held-out evaluation: {POLICY_NAMES[name]}", n, total))
+    with train_bars:
+        result = train(train_config(cfg, out, Path(sft.model_dir)), run_dir=out / "grpo",
+                       callbacks=[c for c in (curve, final_eval) if c is not None],
+                       progress=train_bars.progress if train_bars.progress is not None else True)
     learning_curve = None
     if curve is not None:
         from rl.curve import plot_learning_curve
@@ -610,10 +628,13 @@ def run_demo(cfg: DemoConfig, *, console: Any = None,
     if "held-out evaluation" not in stages:  # the run had no vLLM engine: transformers generation below
         evaluation_begins()
     evals = {}
-    for name, model in policies.items():
-        evals[name] = final_eval.results.get(name) or evaluate_policy(
-            model, held, **dict(own.get(name, settings)), out_dir=out / "eval" / name)
-        console.print(f"{name}: {evals[name].success:.1%} sampled, {evals[name].greedy_success:.1%} greedy")
+    with StageProgress(console) as bars:
+        for name, model in policies.items():
+            evals[name] = final_eval.results.get(name) or evaluate_policy(
+                model, held, **dict(own.get(name, settings)), out_dir=out / "eval" / name,
+                progress=bars.tracker(f"held-out evaluation: {POLICY_NAMES[name]}"))
+    for name, ev in evals.items():
+        console.print(f"{name}: {ev.success:.1%} sampled, {ev.greedy_success:.1%} greedy")
     done("held-out evaluation")
 
     behaviours = None
