@@ -412,7 +412,7 @@ def settings_html(cfg: DemoConfig) -> str:
     parts = [f"<h3>{html.escape(group)}</h3>" + _html_table(("setting", "value"), rows, cls="kv")
              for group, rows in settings_groups(cfg).items()]
     full = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False, default_flow_style=False)
-    parts.append(f"<details><summary>full configuration (YAML; `dojo demo` reads it back)</summary>"
+    parts.append(f"<details><summary>full configuration (YAML: <code>dojo demo</code> reads it back)</summary>"
                  f"<pre>{html.escape(full)}</pre></details>")
     return "\n".join(parts)
 
