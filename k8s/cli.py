@@ -6,8 +6,11 @@
 
 The cluster: --kubeconfig / --context (or $KUBECONFIG, ~/.kube/config, the in-cluster service
 account), or --server URL; TOOLDOJO_K8S_KUBECONFIG / _CONTEXT / _SERVER set the same. Every request
-times out (TOOLDOJO_K8S_REQUEST_TIMEOUT seconds to read, default 30). A bad option value (--server notaurl,
---k8s-version 9.99) is a usage error, exit 2; other errors print one line and exit 1.
+times out (TOOLDOJO_K8S_REQUEST_TIMEOUT seconds to read, default 30). --trainer-version 2.1|2.2|2.3 is the
+Kubeflow Trainer release the cluster runs: a TrainJob takes that release's pod overrides (2.1
+podTemplateOverrides, 2.2+ runtimePatches) and is validated against its schema. A bad option value
+(--server notaurl, --k8s-version 9.99, --trainer-version 2.0) is a usage error, exit 2; other errors print
+one line and exit 1.
 """
 
 from __future__ import annotations
@@ -52,6 +55,20 @@ def _k8s_version(value: str) -> str:
 
 VersionOpt = typer.Option("1.33", "--k8s-version", callback=_k8s_version,
                           help="Kubernetes version whose schemas validate the manifests")
+
+
+def _trainer_version(value: str) -> str:
+    from k8s.validate import check_trainer_version
+
+    try:
+        return check_trainer_version(value)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+
+
+TrainerVersionOpt = typer.Option("2.3", "--trainer-version", callback=_trainer_version,
+                                 help="Kubeflow Trainer release of the cluster (2.1, 2.2, 2.3): a TrainJob's pod "
+                                      "overrides and schema follow it")
 
 
 def cli_errors(fn: F) -> F:
@@ -110,10 +127,10 @@ def _follow(client, ns: str, name: str) -> None:
         raise typer.Exit(1)
 
 
-def _validate(r, version: str) -> None:
+def _validate(r, version: str, trainer_version: str) -> None:
     from k8s.validate import validate_all
 
-    validate_all(r.manifests, version, raise_on_error=True)
+    validate_all(r.manifests, version, trainer_version=trainer_version, raise_on_error=True)
     for w in r.warnings:
         err_console.print(f"warning: {w}", style="yellow", markup=False, soft_wrap=True)
 
@@ -133,6 +150,7 @@ def submit_cmd(
     context: str = ContextOpt,
     server: str = ServerOpt,
     k8s_version: str = VersionOpt,
+    trainer_version: str = TrainerVersionOpt,
 ) -> None:
     """Render, validate and submit a train, synth or eval job (a batch/v1 indexed Job or a Kubeflow TrainJob)."""
     from k8s.config import git_commit, load_submit_config
@@ -143,8 +161,8 @@ def submit_cmd(
     if namespace:
         cfg = cfg.model_copy(update={"k8s": cfg.k8s.model_copy(update={"namespace": namespace})})
     r = render(cfg, base_dir=base, git_commit=git_commit(base), environ=None if dry_run else dict(os.environ),
-               name=name)
-    _validate(r, k8s_version)
+               name=name, trainer_version=trainer_version)
+    _validate(r, k8s_version, trainer_version)
     if dry_run:
         sys.stdout.write(r.yaml())
         return
@@ -288,15 +306,16 @@ def resubmit_cmd(name: str = typer.Argument(..., help="the job to run again"),
                  dry_run: bool = typer.Option(False, "--dry-run", help="print the manifests; create nothing"),
                  follow: bool = typer.Option(False, "--follow", "-f", help="stream node 0 until the job ends"),
                  namespace: str = NamespaceOpt, kubeconfig: str = KubeconfigOpt, context: str = ContextOpt,
-                 server: str = ServerOpt, k8s_version: str = VersionOpt) -> None:
+                 server: str = ServerOpt, k8s_version: str = VersionOpt,
+                 trainer_version: str = TrainerVersionOpt) -> None:
     """Submit a job again from its config snapshot (after a failure, a cancel or a preemption)."""
     from k8s import jobs
 
     client = _client(kubeconfig, context, server)
     ns = jobs.default_namespace(client, namespace)
     r = jobs.resubmit(client, ns, name, new_name=new_name, from_checkpoint=from_checkpoint,
-                      environ=None if dry_run else dict(os.environ))
-    _validate(r, k8s_version)
+                      environ=None if dry_run else dict(os.environ), trainer_version=trainer_version)
+    _validate(r, k8s_version, trainer_version)
     if dry_run:
         sys.stdout.write(r.yaml())
         return

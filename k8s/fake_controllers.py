@@ -129,6 +129,9 @@ class Controllers:
                     "replicatedJobs") or []:
                 if rj.get("name") == "node":
                     patch = (((rj.get("template") or {}).get("spec") or {}).get("template")) or {}
+        for o in spec.get("podTemplateOverrides") or []:  # Kubeflow Trainer 2.1
+            if any(t.get("name") == "node" for t in o.get("targetJobs") or []):
+                patch = {"metadata": o.get("metadata") or {}, "spec": o.get("spec") or {}}
         pspec = patch.get("spec") or {}
         mounts = next((c.get("volumeMounts") for c in pspec.get("containers") or [] if c.get("name") == "node"), [])
         container = {"name": "node", "image": trainer.get("image", "runtime-default"),

@@ -346,8 +346,9 @@ def cancel(client: K8sClient, ns: str, name: str, *, purge: bool = False) -> lis
 
 
 def resubmit(client: K8sClient, ns: str, name: str, *, new_name: str | None = None, from_checkpoint: bool = False,
-             environ: dict[str, str] | None = None) -> Rendered:
-    """Re-render a job from the config snapshot in its ConfigMap (the job itself may be gone)."""
+             environ: dict[str, str] | None = None, trainer_version: str = "2.3") -> Rendered:
+    """Re-render a job from the config snapshot in its ConfigMap (the job itself may be gone); a TrainJob
+    for Kubeflow Trainer ``trainer_version`` (k8s.render)."""
     import yaml
 
     try:
@@ -369,7 +370,7 @@ def resubmit(client: K8sClient, ns: str, name: str, *, new_name: str | None = No
     target = new_name or next_name(client, ns, name)
     commit = (cm["metadata"].get("annotations") or {}).get(ANN_COMMIT, "unknown")
     return render(submit_cfg, base_dir=Path.cwd(), git_commit=commit, environ=environ,
-                  resubmit_of=name, resolved_config=config, name=target)
+                  resubmit_of=name, resolved_config=config, name=target, trainer_version=trainer_version)
 
 
 def next_name(client: K8sClient, ns: str, name: str) -> str:

@@ -10,7 +10,8 @@ config and the submit config itself (what `dojo jobs resubmit` re-renders from),
 * `kind: job`: a headless Service (multi-node) and a batch/v1 Job with `completionMode: Indexed`,
   one pod per node; machine rank = completion index; rank 0 is at `<name>-0.<name>`; or
 * `kind: trainjob`: a Kubeflow Trainer TrainJob on a ClusterTrainingRuntime (torch-distributed by
-  default), its volumes, tolerations and labels applied through `runtimePatches`.
+  default), its volumes, tolerations and labels applied through `runtimePatches` (Trainer 2.2, 2.3)
+  or `podTemplateOverrides` (2.1): `trainer_version`, the release the cluster runs.
 
 A train job on several processes runs `accelerate launch --config_file /etc/tooldojo/accelerate.yaml
 --num_processes <nodes x GPUs> ... -m tooldojo train ...`, the launch tests/rl/test_distributed.py
@@ -96,10 +97,14 @@ def dojo_argv(submit: SubmitConfig, has_config: bool) -> list[str]:
 
 def render(submit: SubmitConfig, *, base_dir: Path, git_commit: str, environ: dict[str, str] | None = None,
            resubmit_of: str | None = None, resolved_config: dict[str, Any] | None = None,
-           name: str | None = None) -> Rendered:
-    """All objects of the job. `environ` supplies `secrets_from_env` values (None: placeholders)."""
+           name: str | None = None, trainer_version: str = "2.3") -> Rendered:
+    """All objects of the job. `environ` supplies `secrets_from_env` values (None: placeholders);
+    a TrainJob takes the pod-level overrides of Kubeflow Trainer `trainer_version` (2.1, 2.2, 2.3)."""
     import yaml
 
+    from k8s.validate import check_trainer_version
+
+    trainer_version = check_trainer_version(trainer_version)
     k = submit.k8s
     if name is not None:
         submit = submit.model_copy(update={"job": submit.job.model_copy(update={"name": name})})
@@ -142,7 +147,8 @@ def render(submit: SubmitConfig, *, base_dir: Path, git_commit: str, environ: di
                                        "labels": {**MANAGED, LABEL_KIND: "checkpoints"}},
                           "spec": pvc_spec})
     if k.kind == "trainjob" and k.priority_class:
-        warnings.append("k8s.priority_class is not applied to a TrainJob (Trainer 2.3 runtime patches cannot set it); "
+        warnings.append("k8s.priority_class is not applied to a TrainJob (Trainer runtime patches and pod template "
+                        "overrides cannot set it); "
                         "set priorityClassName on the ClusterTrainingRuntime")
     if submit.job.kind == "train" and k.pvc is None:
         warnings.append("no k8s.pvc: checkpoints are written inside the pod and lost with it; "
@@ -197,7 +203,7 @@ def render(submit: SubmitConfig, *, base_dir: Path, git_commit: str, environ: di
         manifests.append({"apiVersion": "batch/v1", "kind": "Job", "metadata": meta(name), "spec": job_spec})
     else:
         manifests.append(_trainjob(submit, name, meta(name), command, env, resources, volumes, mounts, pod_labels,
-                                   git_commit))
+                                   git_commit, trainer_version))
     return Rendered(name=name, namespace=k.namespace, submit=submit, manifests=manifests, config_hash=full_hash,
                     git_commit=git_commit, command=command, secret_values=secret_values, warnings=warnings)
 
@@ -282,8 +288,11 @@ def _placement(submit: SubmitConfig) -> dict:
 
 
 def _trainjob(submit: SubmitConfig, name: str, meta: dict, command: list[str], env: list[dict], resources: dict,
-              volumes: list[dict], mounts: list[dict], pod_labels: dict, git_commit: str) -> dict:
-    """A TrainJob built with kubeflow-trainer-api's typed models (types checked there), as a camelCase dict."""
+              volumes: list[dict], mounts: list[dict], pod_labels: dict, git_commit: str,
+              trainer_version: str = "2.3") -> dict:
+    """A TrainJob built with kubeflow-trainer-api's typed models (types checked there), as a camelCase dict;
+    for Trainer 2.1 its runtime patch becomes the pod template override that release has instead (the
+    same pod metadata and spec, targeting the node job), checked by k8s.validate against 2.1's schema."""
     from kubeflow_trainer_api import models as m
     from pydantic import ValidationError
 
@@ -315,7 +324,17 @@ def _trainjob(submit: SubmitConfig, name: str, meta: dict, command: list[str], e
     except ValidationError as e:
         first = e.errors()[0]
         raise SubmitConfigError(f"TrainJob: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
-    return _plain(job.to_dict())
+    out = _plain(job.to_dict())
+    if trainer_version == "2.1":
+        if k.active_deadline_s:
+            raise SubmitConfigError("k8s.active_deadline_s: a TrainJob of Kubeflow Trainer 2.1 has no "
+                                    "spec.activeDeadlineSeconds (2.2 and later do); drop it or pass --trainer-version 2.2")
+        spec = out["spec"]
+        pod = spec.pop("runtimePatches")[0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0][
+            "template"]["spec"]["template"]
+        spec["podTemplateOverrides"] = [{"targetJobs": [{"name": TRAINJOB_CONTAINER}], "metadata": pod["metadata"],
+                                         "spec": pod["spec"]}]
+    return out
 
 
 def _plain(obj: Any) -> Any:

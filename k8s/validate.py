@@ -5,8 +5,9 @@
 
 Built-in kinds are checked against the official Kubernetes JSON schemas that ship inside
 `kubernetes-validate` (its *strict* variant: unknown fields are errors). Custom resources are
-checked against the schemas vendored in k8s/crds/ (TrainJob, and agent-sandbox's Sandbox,
-SandboxTemplate, SandboxClaim, SandboxWarmPool), also with unknown fields rejected; the
+checked against the schemas vendored in k8s/crds/ (TrainJob, one schema per Kubeflow Trainer
+release: `trainer_version`, and agent-sandbox's Sandbox, SandboxTemplate, SandboxClaim,
+SandboxWarmPool), also with unknown fields rejected; the
 Kubernetes types they embed (PodSpec, EnvVar, Toleration...) resolve to the same official strict
 definitions. `lint()` adds what the API server would only tell you at admission or runtime: GPU
 requests must equal limits, a GPU pod needs /dev/shm as a memory emptyDir, an indexed multi-node
@@ -27,7 +28,19 @@ from typing import Any
 CRD_DIR = Path(__file__).resolve().parent / "crds"
 DEFAULT_K8S_VERSION = "1.33"
 K8S_DEFS_ID = "https://kubernetes.io/api/_definitions.json"
-TRAINJOB_SCHEMA = CRD_DIR / "trainjob-trainer.kubeflow.org-v1alpha1.json"
+TRAINJOB_API = ("trainer.kubeflow.org/v1alpha1", "TrainJob")
+# The Kubeflow Trainer releases whose TrainJob schema is vendored (k8s/crds/trainjob/), and where each
+# puts the pod-level overrides: 2.1 spec.podTemplateOverrides; 2.2 replaced them by spec.runtimePatches
+# (kubeflow/trainer#3309), which 2.3 keeps; 2.0's spec.podSpecOverrides cannot set pod labels, which
+# tooldojo's jobs are found by, so 2.0 is not offered.
+TRAINER_VERSIONS = ("2.1", "2.2", "2.3")
+DEFAULT_TRAINER_VERSION = "2.3"
+TRAINJOB_DIR = CRD_DIR / "trainjob"
+
+
+def trainjob_schema_path(trainer_version: str = DEFAULT_TRAINER_VERSION) -> Path:
+    return TRAINJOB_DIR / f"trainjob-trainer.kubeflow.org-v1alpha1-v{check_trainer_version(trainer_version)}.json"
+
 
 
 class ManifestInvalid(ValueError):
@@ -55,6 +68,26 @@ def check_k8s_version(version: str) -> str:
     return want
 
 
+def check_trainer_version(version: str) -> str:
+    """`version` (2.3, v2.2.0) as MAJOR.MINOR, when a TrainJob schema of that Kubeflow Trainer release is
+    vendored; else a ValueError naming the releases there are."""
+    m = re.fullmatch(r"v?(\d{1,3})\.(\d{1,3})(?:\.\d{1,4})?", version.strip())
+    want = f"{int(m[1])}.{int(m[2])}" if m else None
+    if want not in TRAINER_VERSIONS:
+        raise ValueError(f"no TrainJob schema for Kubeflow Trainer {version!r}: tooldojo has "
+                         f"{', '.join(TRAINER_VERSIONS)} (MAJOR.MINOR)")
+    return want
+
+
+TRAINJOB_SCHEMA = trainjob_schema_path()  # the default release's
+
+
+@functools.lru_cache(maxsize=8)
+def trainjob_schema(trainer_version: str = DEFAULT_TRAINER_VERSION) -> dict:
+    """The vendored TrainJob schema of a Kubeflow Trainer release."""
+    return json.loads(trainjob_schema_path(trainer_version).read_text())
+
+
 def _schema_dir(version: str) -> str:
     from kubernetes_validate import utils
 
@@ -74,7 +107,7 @@ def _registry(version: str):
 
     defs = utils.schema_contents(f"kubernetes-json-schema/{_schema_dir(version)}/_definitions.json", version)
     registry = Resource.from_contents(defs) @ Registry()
-    for f in sorted(CRD_DIR.glob("*.json")):
+    for f in sorted(CRD_DIR.glob("*.json")) + sorted(TRAINJOB_DIR.glob("*.json")):
         registry = Resource.from_contents(json.loads(f.read_text())) @ registry
     return registry
 
@@ -93,7 +126,7 @@ def _builtin_schema(version: str, kind: str, api_version: str) -> dict | None:
 
 @functools.lru_cache(maxsize=1)
 def crd_schemas() -> dict[tuple[str, str], dict]:
-    """(apiVersion, kind) -> vendored schema."""
+    """(apiVersion, kind) -> vendored schema (TrainJob apart: :func:`trainjob_schema`, per release)."""
     out = {}
     for f in sorted(CRD_DIR.glob("*.json")):
         s = json.loads(f.read_text())
@@ -106,20 +139,26 @@ def _where(err: Any) -> str:
     return path or "(top level)"
 
 
-def validate(obj: dict, version: str = DEFAULT_K8S_VERSION) -> list[str]:
-    """Schema problems of one manifest ([] if valid), each as 'Kind/name: path: message'."""
+def validate(obj: dict, version: str = DEFAULT_K8S_VERSION,
+             trainer_version: str = DEFAULT_TRAINER_VERSION) -> list[str]:
+    """Schema problems of one manifest ([] if valid), each as 'Kind/name: path: message'; a TrainJob
+    against the schema of Kubeflow Trainer ``trainer_version``."""
     from jsonschema import Draft202012Validator
 
     kind, api_version = obj.get("kind"), obj.get("apiVersion")
     name = f"{kind}/{(obj.get('metadata') or {}).get('name', '?')}"
     if not kind or not api_version:
         return [f"{name}: apiVersion and kind are required"]
-    schema = crd_schemas().get((api_version, kind)) or _builtin_schema(version, kind, api_version)
+    trainjob = (api_version, kind) == TRAINJOB_API
+    schema = (trainjob_schema(trainer_version) if trainjob else crd_schemas().get((api_version, kind))) \
+        or _builtin_schema(version, kind, api_version)
     if schema is None:
         return [f"{name}: no schema for {api_version} {kind} (Kubernetes {version}, or k8s/crds/)"]
     validator = Draft202012Validator(schema, registry=_registry(version))
     errors = sorted(validator.iter_errors(obj), key=lambda e: (list(map(str, e.absolute_path)), e.message))
-    return [f"{name}: {_where(e)}: {_short(e)}" for e in errors]
+    release = f" (not in Kubeflow Trainer {check_trainer_version(trainer_version)}'s TrainJob; see --trainer-version)"
+    return [f"{name}: {_where(e)}: {_short(e)}" + (release if trainjob and e.validator == "additionalProperties"
+                                                  else "") for e in errors]
 
 
 def _short(err: Any) -> str:
@@ -131,10 +170,10 @@ def _short(err: Any) -> str:
 
 
 def validate_all(manifests: Iterable[dict], version: str = DEFAULT_K8S_VERSION, *,
-                 raise_on_error: bool = False) -> list[str]:
+                 trainer_version: str = DEFAULT_TRAINER_VERSION, raise_on_error: bool = False) -> list[str]:
     """Schema validation plus `lint()` of a set of manifests that belong together."""
     manifests = list(manifests)
-    problems = [p for m in manifests for p in validate(m, version)]
+    problems = [p for m in manifests for p in validate(m, version, trainer_version)]
     problems += lint(manifests)
     if problems and raise_on_error:
         raise ManifestInvalid(problems)
@@ -248,17 +287,19 @@ def _lint_trainjob(m: dict) -> list[str]:
     trainer = (m.get("spec") or {}).get("trainer") or {}
     problems, gpus = _container_problems(where, {"name": "node", "resources": trainer.get("resourcesPerNode")})
     if gpus > 0:
-        ok = False
-        for rp in (m.get("spec") or {}).get("runtimePatches") or []:
+        pods = []
+        for rp in (m.get("spec") or {}).get("runtimePatches") or []:  # Trainer 2.2+
             jobs = ((((rp.get("trainingRuntimeSpec") or {}).get("template") or {}).get("spec") or {})
                     .get("replicatedJobs") or [])
-            for rj in jobs:
-                pod = ((((rj.get("template") or {}).get("spec") or {}).get("template")) or {}).get("spec") or {}
-                for c in pod.get("containers") or []:
-                    ok = ok or (c.get("name") == "node" and _shm_mounted(pod, c))
+            pods += [((((rj.get("template") or {}).get("spec") or {}).get("template")) or {}).get("spec") or {}
+                     for rj in jobs if rj.get("name") == "node"]
+        for o in (m.get("spec") or {}).get("podTemplateOverrides") or []:  # Trainer 2.1
+            if any(t.get("name") == "node" for t in o.get("targetJobs") or []):
+                pods.append(o.get("spec") or {})
+        ok = any(c.get("name") == "node" and _shm_mounted(pod, c) for pod in pods for c in pod.get("containers") or [])
         if not ok:
-            problems.append(f"{where}: {gpus} GPU(s) per node but no runtime patch mounts /dev/shm from a memory "
-                            "emptyDir on the node container")
+            problems.append(f"{where}: {gpus} GPU(s) per node but no runtime patch (or pod template override) mounts "
+                            "/dev/shm from a memory emptyDir on the node container")
     return problems
 
 
@@ -293,10 +334,14 @@ def lint(manifests: list[dict]) -> list[str]:
 def trainjob_schema_from_models() -> dict:
     """The TrainJob schema derived from kubeflow-trainer-api's typed models (generated from the
     kubeflow/trainer OpenAPI spec of the same release): Trainer types strict, Kubernetes types as
-    $refs to the official definitions. Written to k8s/crds/ by `python -m k8s.validate --regenerate`."""
+    $refs to the official definitions. Written to k8s/crds/trainjob/ by `python -m k8s.validate
+    --regenerate`, for the release of the package importable (an older one: PYTHONPATH=the unpacked
+    wheel of kubeflow-trainer-api==2.1.0)."""
     from importlib.metadata import version
 
     from kubeflow_trainer_api.models import TrainerV1alpha1TrainJob
+
+    release = ".".join(version("kubeflow-trainer-api").split(".")[:2])
     from kubernetes_validate import utils
 
     raw = TrainerV1alpha1TrainJob.model_json_schema(by_alias=True, ref_template="#/$defs/{model}")
@@ -336,8 +381,8 @@ def trainjob_schema_from_models() -> dict:
             trainer_defs[k] = {"type": "object"}  # status is the controller's; not validated
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": "https://tooldojo.dev/crds/trainjob-trainer.kubeflow.org-v1alpha1.json",
-        "title": "TrainJob trainer.kubeflow.org/v1alpha1",
+        "$id": f"https://tooldojo.dev/crds/trainjob-trainer.kubeflow.org-v1alpha1-v{release}.json",
+        "title": f"TrainJob trainer.kubeflow.org/v1alpha1 (Kubeflow Trainer {release})",
         "description": f"Generated by `python -m k8s.validate --regenerate` from kubeflow-trainer-api "
                        f"{version('kubeflow-trainer-api')} (typed models generated from the kubeflow/trainer OpenAPI "
                        "spec of that release). Unknown fields are rejected; Kubernetes types use kubernetes-validate's "
@@ -360,8 +405,12 @@ def _main() -> None:
     import sys
 
     if sys.argv[1:] == ["--regenerate"]:
-        TRAINJOB_SCHEMA.write_text(json.dumps(trainjob_schema_from_models(), indent=1) + "\n")
-        print(f"wrote {TRAINJOB_SCHEMA}")
+        from importlib.metadata import version
+
+        path = trainjob_schema_path(version("kubeflow-trainer-api"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(trainjob_schema_from_models(), indent=1) + "\n")
+        print(f"wrote {path}")
         return
     import yaml
 

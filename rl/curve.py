@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -62,12 +62,14 @@ def curve_slice(tasks: Sequence[Task], per_family: int) -> list[Task]:
 
 
 class HeldOutCurve(TrainerCallback):
-    """A TrainerCallback measuring held-out success at step 0, every ``every`` steps and at the end."""
+    """A TrainerCallback measuring held-out success at step 0, every ``every`` steps and at the end;
+    ``progress`` hears (step, episodes done, episodes of the point) as a point's episodes end."""
 
     def __init__(self, tasks: Sequence[Task], *, every: int, samples: int, tokenizer_path: str | Path,
                  reward: Any = None, temperature: float = 1.0, max_completion_length: int = 256,
                  limits: EpisodeLimits | None = None, system_prompt: str = "policy", backend: str = "auto",
-                 sandboxes: int = 8, seed: int = 0, path: str | Path | None = None):
+                 sandboxes: int = 8, seed: int = 0, path: str | Path | None = None,
+                 progress: Callable[[int, int, int], None] | None = None):
         if every < 1 or samples < 1 or not tasks:
             raise ValueError("a learning curve needs every >= 1, samples >= 1 and some tasks")
         self.tasks, self.every, self.samples = list(tasks), every, samples
@@ -75,6 +77,7 @@ class HeldOutCurve(TrainerCallback):
         self.max_completion_length, self.limits = max_completion_length, limits or EpisodeLimits(max_tokens=10**9)
         self.system_prompt, self.backend, self.sandboxes, self.seed = system_prompt, backend, sandboxes, seed
         self.path = Path(path) if path else None
+        self.progress = progress  # (step, episodes done, episodes of the point) as a point's episodes end
         self.points: list[CurvePoint] = []
         self._stack: ExitStack | None = None
         self._rollout: Any = None
@@ -135,7 +138,9 @@ class HeldOutCurve(TrainerCallback):
         # seeds per point differ (step), so the points are independent draws on the same tasks
         generators, engine = self._generators(model)
         sampled, _ = run_episodes(self._rollout, self.tasks, generators, samples=self.samples,
-                                  temperature=self.temperature, greedy=False, step=1000 + step * self.samples)
+                                  temperature=self.temperature, greedy=False, step=1000 + step * self.samples,
+                                  progress=None if self.progress is None else
+                                  (lambda d, t: self.progress(step, d, t)))  # type: ignore[misc]
         per_task = outcomes(self.tasks, sampled, [])
         groups: dict[str, set[str]] = {}
         for t in self.tasks:

@@ -49,6 +49,9 @@ __all__ = ["DemoConfig", "DemoResult", "SHIPPED_BASE", "load_demo_config", "run_
 # The pretrained base (rl/pretrain.py built it; rl/base/pretrain.json says how, and what it scored).
 SHIPPED_BASE = Path(__file__).resolve().parent / "base"
 
+# The policies as the terminal and the report name them.
+POLICY_NAMES = {"base": "base", "sft": "primed", "grpo": "Dr. GRPO"}
+
 # The dojo-train config the demo starts from (model and tasks are filled in by the demo).
 DEFAULT_TRAIN: dict[str, Any] = {
     "grpo": {"loss_type": "dr_grpo", "scale_rewards": "none", "beta": 0.0, "num_generations": 8,
@@ -300,18 +303,22 @@ def base_summary(base: Path) -> dict[str, Any] | None:
             "trained_on": m.get("device")}
 
 
-def make_tasks(cfg: DemoConfig, out: Path, backend: str) -> tuple[list[Any], list[Any]]:
+def make_tasks(cfg: DemoConfig, out: Path, backend: str,
+               progress: Callable[[str, int, int], None] | None = None) -> tuple[list[Any], list[Any]]:
     """Stage 2: single-action and multi-step tasks with the demo's tool picks, split into
     ``out/tasks/{train,held_out}``: ``held_out`` single-action tasks at random, and per multi-step
-    family ``multistep_held_out`` tasks disjoint from its training tasks by entity."""
+    family ``multistep_held_out`` tasks disjoint from its training tasks by entity. ``progress``
+    hears (phase, done, total) of each synthesis batch."""
     from synth.task_families import family_of, split_by_entity, synthesize_family_tasks
     from synth.tasks import export_tasks, synthesize_tasks
 
     made = synthesize_tasks(cfg.tasks, seed=cfg.seed, domains=cfg.domains, backend=backend,
                             sandboxes=4, lengths={1: 1.0}, user_info_rate=0.0,
-                            quote_values=cfg.quote_values)
+                            quote_values=cfg.quote_values,
+                            progress=None if progress is None else
+                            (lambda phase, done, total: progress(f"single-action {phase}", done, total)))
     by_family = synthesize_family_tasks(cfg.multistep, seed=cfg.seed, domains=cfg.domains, backend=backend,
-                                        sandboxes=4) if cfg.multistep else {}
+                                        sandboxes=4, progress=progress) if cfg.multistep else {}
     singles = []
     for t in made.tasks:  # a one-call read with a value to report is a read-and-report task
         f = family_of(t)
@@ -344,6 +351,70 @@ def _img(path: Path | None) -> str:
         return ""
     data = base64.b64encode(path.read_bytes()).decode()
     return f'<img alt="{html.escape(path.name)}" src="data:image/png;base64,{data}" style="max-width:100%">'
+
+
+def _html_table(header: Iterable[str], rows: Iterable[Iterable[Any]], cls: str = "") -> str:
+    """A <table> with every cell escaped."""
+    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table{f' class={cls}' if cls else ''}><tr>{head}</tr>{body}</table>"
+
+
+def stage_table(stage_minutes: dict[str, float], total: float) -> str:
+    """Time per stage: minutes and share of the whole run, and the total."""
+    rows = [(name, f"{m:.2f}", f"{m / total:.1%}" if total > 0 else "") for name, m in stage_minutes.items()]
+    return _html_table(("stage", "minutes", "share of total"), rows + [("total", f"{total:.2f}", "100%" if total else "")])
+
+
+# The demo's settings as the report groups them: (group, demo keys, sections of the train config).
+SETTING_GROUPS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("model / base", ("base", "tiny", "seed", "out_dir"), ("model",)),
+    ("tasks", ("domains", "tasks", "held_out", "distractors", "quote_values", "multistep", "multistep_held_out"),
+     ("data",)),
+    ("priming / SFT", ("condition", "sft"), ()),
+    ("Dr. GRPO", (), ("grpo", "trainer", "run")),
+    ("rollout", (), ("rollout",)),
+    ("reward", (), ("reward",)),
+    ("evaluation", ("eval_samples", "base_eval_samples", "curve_every", "curve_tasks", "curve_samples"), ()),
+)
+
+
+def _flatten(prefix: str, value: Any) -> list[tuple[str, str]]:
+    """Dotted keys to scalar values; a list is one value (compact JSON where it holds mappings)."""
+    if isinstance(value, dict) and value:
+        return [row for k, v in value.items() for row in _flatten(f"{prefix}.{k}" if prefix else str(k), v)]
+    if isinstance(value, (list, tuple, dict)):
+        return [(prefix, json.dumps(value, separators=(", ", ": ")))]
+    return [(prefix, json.dumps(value) if value is None or isinstance(value, bool) else str(value))]
+
+
+def settings_groups(cfg: DemoConfig) -> dict[str, list[tuple[str, str]]]:
+    """The demo's settings by group (SETTING_GROUPS), the train section as the GRPO stage gets it
+    (DEFAULT_TRAIN under the config's ``train``); a train section no group names lands in Dr. GRPO."""
+    demo = cfg.model_dump(exclude={"train"})
+    train = _merge(DEFAULT_TRAIN, cfg.train)
+    named = {s for _, _, sections in SETTING_GROUPS for s in sections}
+    out: dict[str, list[tuple[str, str]]] = {}
+    for group, keys, sections in SETTING_GROUPS:
+        rows = [row for k in keys for row in _flatten(k, demo[k])]
+        rows += [row for sec in sections if sec in train for row in _flatten(f"train.{sec}", train[sec])]
+        if group == "Dr. GRPO":
+            rows += [row for sec in train if sec not in named for row in _flatten(f"train.{sec}", train[sec])]
+        if rows:
+            out[group] = rows
+    return out
+
+
+def settings_html(cfg: DemoConfig) -> str:
+    """The settings as a table per group, then the full config as YAML in a fold."""
+    import yaml
+
+    parts = [f"<h3>{html.escape(group)}</h3>" + _html_table(("setting", "value"), rows, cls="kv")
+             for group, rows in settings_groups(cfg).items()]
+    full = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False, default_flow_style=False)
+    parts.append(f"<details><summary>full configuration (YAML: <code>dojo demo</code> reads it back)</summary>"
+                 f"<pre>{html.escape(full)}</pre></details>")
+    return "\n".join(parts)
 
 
 def write_report(out: Path, result: DemoResult, evals: dict[str, Any], behaviours: Any, cfg: DemoConfig) -> Path:
@@ -386,7 +457,7 @@ def write_report(out: Path, result: DemoResult, evals: dict[str, Any], behaviour
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>tooldojo demo</title>
 <style>body{{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}}
 table{{border-collapse:collapse;margin:1rem 0}}td,th{{border:1px solid #ccc;padding:.3rem .6rem;text-align:right}}
-td:first-child,th:first-child{{text-align:left}}code,pre{{background:#f4f4f4}}</style></head><body>
+td:first-child,th:first-child,table.kv td{{text-align:left}}code,pre{{background:#f4f4f4}}</style></head><body>
 <h1>tooldojo demo</h1>
 <p>{result.held_out_tasks} held-out tasks ({result.multistep_held_out_tasks} of them multi-step: look up then act,
 read and report, ask the user) from {', '.join(map(html.escape, cfg.domains))};
@@ -408,8 +479,8 @@ tool. A multi-step family's held-out tasks name no entity its training tasks nam
 <h2>Dr. GRPO reward, groups with reward variance, entropy, episode length</h2>{_img(out / "grpo" / "reward_curve.png")}
 <h2>Behaviours (heuristic counter: mean per trajectory, share with at least one)</h2>
 <table><tr><th>trajectories</th><th>n</th>{bhead}</tr>{brows}</table>
-<h2>Time per stage (minutes)</h2><pre>{html.escape(json.dumps(result.stage_minutes, indent=1))}</pre>
-<h2>Settings</h2><pre>{html.escape(cfg.model_dump_json(indent=1))}</pre>
+<h2>Time per stage</h2>{stage_table(result.stage_minutes, result.minutes)}
+<h2>Settings</h2>{settings_html(cfg)}
 </body></html>"""
     path = out / "report.html"
     path.write_text(page, encoding="utf-8")
@@ -454,6 +525,7 @@ def run_demo(cfg: DemoConfig, *, console: Any = None,
 
     from rl.behaviours import behaviour_report
     from rl.evaluate import HeldOutEval, evaluate_policy
+    from rl.progress import StageProgress
     from rl.run import RichProgressCallback
     from rl.sft import prime
     from rl.trainer import train
@@ -493,13 +565,17 @@ def run_demo(cfg: DemoConfig, *, console: Any = None,
     done("base model")
 
     stage("tasks")
-    train_tasks, held = make_tasks(cfg, out, backend)
+    with StageProgress(console, unit="") as bars:
+        train_tasks, held = make_tasks(cfg, out, backend, progress=lambda phase, done, total: bars(
+            f"tasks: {phase}", done, total))
     console.print(f"{len(train_tasks)} train and {len(held)} held-out tasks")
     done("tasks")
 
     stage(f"priming traces ({cfg.condition})")
-    traces = generate_traces(train_tasks, cfg.condition, backend=backend, system_prompt=tcfg.rollout.system_prompt,
-                             seed=cfg.seed)
+    with StageProgress(console) as bars:
+        traces = generate_traces(train_tasks, cfg.condition, backend=backend,
+                                 system_prompt=tcfg.rollout.system_prompt, seed=cfg.seed,
+                                 progress=bars.tracker("priming traces"))
     export = write_trajectories(traces, out / "prime")
     console.print(f"{export.rows} traces")
     done(f"priming traces ({cfg.condition})")
@@ -512,6 +588,8 @@ def run_demo(cfg: DemoConfig, *, console: Any = None,
 
     stage("Dr. GRPO")
     settings = eval_settings(cfg, tcfg, backend)
+    # one live display for the steps, the curve points and the evaluation inside training
+    train_bars = StageProgress(console)
     curve = None
     if cfg.curve_every:
         from rl.curve import HeldOutCurve, curve_slice
@@ -521,7 +599,8 @@ def run_demo(cfg: DemoConfig, *, console: Any = None,
                              tokenizer_path=sft.model_dir, reward=st.reward, temperature=st.temperature,
                              max_completion_length=st.max_completion_length, limits=st.limits,
                              system_prompt=st.system_prompt, backend=backend, sandboxes=st.sandboxes,
-                             seed=cfg.seed + 2, path=out / "curve.json")
+                             seed=cfg.seed + 2, path=out / "curve.json",
+                             progress=lambda step, n, total: train_bars(f"learning curve, step {step}", n, total))
     # the held-out evaluation runs at the end of training on the run's vLLM engine (rl.evaluate.HeldOutEval)
     policies = {"base": base, "sft": Path(sft.model_dir), "grpo": out / "grpo" / "final"}
 
@@ -532,9 +611,12 @@ def run_demo(cfg: DemoConfig, *, console: Any = None,
     own = {"base": settings.model_copy(update={"samples": cfg.base_eval_samples})}
     final_eval = HeldOutEval(held, settings, trained="grpo", checkpoints={"base": base, "sft": Path(sft.model_dir)},
                              tokenizer_path=sft.model_dir, out_dir=out / "eval", on_start=evaluation_begins,
-                             settings_for=own)
-    result = train(train_config(cfg, out, Path(sft.model_dir)), run_dir=out / "grpo",
-                   callbacks=[c for c in (curve, final_eval) if c is not None])
+                             settings_for=own, progress=lambda name, n, total: train_bars(
+                                 f"held-out evaluation: {POLICY_NAMES[name]}", n, total))
+    with train_bars:
+        result = train(train_config(cfg, out, Path(sft.model_dir)), run_dir=out / "grpo",
+                       callbacks=[c for c in (curve, final_eval) if c is not None],
+                       progress=train_bars.progress if train_bars.progress is not None else True)
     learning_curve = None
     if curve is not None:
         from rl.curve import plot_learning_curve
@@ -546,10 +628,13 @@ def run_demo(cfg: DemoConfig, *, console: Any = None,
     if "held-out evaluation" not in stages:  # the run had no vLLM engine: transformers generation below
         evaluation_begins()
     evals = {}
-    for name, model in policies.items():
-        evals[name] = final_eval.results.get(name) or evaluate_policy(
-            model, held, **dict(own.get(name, settings)), out_dir=out / "eval" / name)
-        console.print(f"{name}: {evals[name].success:.1%} sampled, {evals[name].greedy_success:.1%} greedy")
+    with StageProgress(console) as bars:
+        for name, model in policies.items():
+            evals[name] = final_eval.results.get(name) or evaluate_policy(
+                model, held, **dict(own.get(name, settings)), out_dir=out / "eval" / name,
+                progress=bars.tracker(f"held-out evaluation: {POLICY_NAMES[name]}"))
+    for name, ev in evals.items():
+        console.print(f"{name}: {ev.success:.1%} sampled, {ev.greedy_success:.1%} greedy")
     done("held-out evaluation")
 
     behaviours = None

@@ -84,15 +84,35 @@ def engine_generators(llm: Any) -> Callable[[float], Any]:
     return lambda temp: VLLMGenerator(llm, Sampling(temperature=temp))
 
 
+Progress = Callable[[int, int], None]  # (episodes done, episodes in all)
+
+
 def run_episodes(rollout: Any, tasks: list[Task], generator: Callable[[float], Any], *, samples: int,
-                 temperature: float, greedy: bool = True, step: int = 0) -> tuple[list[Any], list[Any]]:
+                 temperature: float, greedy: bool = True, step: int = 0,
+                 progress: Progress | None = None) -> tuple[list[Any], list[Any]]:
     """``samples`` sampled episodes per task (and one greedy with ``greedy``) in an entered
     :class:`rl.rollout.MultiTurnRollout` over ``tasks``, generating with ``generator(temperature)``
-    (:func:`hf_generators`, :func:`engine_generators`); episode seeds follow ``step``."""
-    sampled: list[Any] = []
-    for k in range(samples):
-        sampled += _run(rollout, tasks, generator(temperature), step=step + k)
-    greedy_eps = _run(rollout, tasks, generator(0.0), step=step + samples) if greedy else []
+    (:func:`hf_generators`, :func:`engine_generators`); episode seeds follow ``step``. ``progress``
+    hears (done, total) at the start and as each episode ends."""
+    total, done = len(tasks) * (samples + int(greedy)), 0
+
+    def ended() -> None:
+        nonlocal done
+        done += 1
+        progress(done, total)  # type: ignore[misc]
+
+    before = getattr(rollout, "on_episode", None)
+    if progress is not None:
+        progress(0, total)
+        rollout.on_episode = ended
+    try:
+        sampled: list[Any] = []
+        for k in range(samples):
+            sampled += _run(rollout, tasks, generator(temperature), step=step + k)
+        greedy_eps = _run(rollout, tasks, generator(0.0), step=step + samples) if greedy else []
+    finally:
+        if progress is not None:
+            rollout.on_episode = before
     return sampled, greedy_eps
 
 
@@ -126,11 +146,12 @@ def evaluate_policy(
     sandboxes: int = 8,
     seed: int = 0,
     out_dir: str | os.PathLike[str] | None = None,
+    progress: Progress | None = None,
 ) -> PolicyEval:
     """Run every task ``samples`` times at ``temperature`` (and once greedily with ``greedy``),
     score each episode with ``reward`` and report the solved fractions. With ``out_dir`` the
     episodes go to ``trajectories.jsonl`` there (sampled, then greedy) and the summary to
-    ``summary.json``."""
+    ``summary.json``; ``progress`` hears (episodes done, total) as they end."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -148,7 +169,7 @@ def evaluate_policy(
                             backend=backend, sandboxes=sandboxes, seed=seed)
     with settings.rollout(tasks, tok) as rollout:
         return settings.run(str(model_path), tasks, rollout, hf_generators(model, tok), start=start,
-                            out_dir=Path(out_dir) if out_dir is not None else None)
+                            out_dir=Path(out_dir) if out_dir is not None else None, progress=progress)
 
 
 class EvalSettings(BaseModel):
@@ -179,14 +200,15 @@ class EvalSettings(BaseModel):
                                 seed=self.seed, system_prompt=self.system_prompt)
 
     def run(self, name: str, tasks: list[Task], rollout: Any, generator: Callable[[float], Any], *,
-            start: float, out_dir: Path | None, engine: str = "transformers") -> PolicyEval:
+            start: float, out_dir: Path | None, engine: str = "transformers",
+            progress: Progress | None = None) -> PolicyEval:
         """The episodes of one policy (``generator``) over ``tasks`` in an entered ``rollout``
         (:meth:`rollout`; episode seeds depend only on the settings, so policies sharing one see the
         same seeds), summarised."""
         from rl.rollout import MultiTurnRollout
 
         sampled, greedy_eps = run_episodes(rollout, tasks, generator, samples=self.samples,
-                                           temperature=self.temperature, greedy=self.greedy)
+                                           temperature=self.temperature, greedy=self.greedy, progress=progress)
         per_task = outcomes(tasks, sampled, greedy_eps)
         rewards = [e.reward for e in sampled if e.reward is not None]
         result = PolicyEval(
@@ -218,12 +240,14 @@ class HeldOutEval(TrainerCallback):
     policy); only the generator differs. Where the run has no engine (transformers generation), or a
     checkpoint's weights do not fit the engine's model, that policy is left out of ``results`` and
     the caller evaluates it with :func:`evaluate_policy`. ``trainer.train`` must be bound first
-    (``bind``; rl.trainer.train does it for every callback that has it)."""
+    (``bind``; rl.trainer.train does it for every callback that has it). ``progress`` hears
+    (policy, episodes done, episodes of that policy) as episodes end."""
 
     def __init__(self, tasks: Sequence[Task], settings: EvalSettings, *, trained: str,
                  checkpoints: dict[str, str | os.PathLike[str]], tokenizer_path: str | os.PathLike[str],
                  out_dir: str | os.PathLike[str] | None = None, on_start: Callable[[], Any] | None = None,
-                 settings_for: dict[str, EvalSettings] | None = None):
+                 settings_for: dict[str, EvalSettings] | None = None,
+                 progress: Callable[[str, int, int], None] | None = None):
         self.tasks, self.settings, self.trained = list(tasks), settings, trained
         # a policy's own settings where it needs fewer episodes (the demo's base: it scores ~0% either way)
         self.settings_for = dict(settings_for or {})
@@ -232,6 +256,7 @@ class HeldOutEval(TrainerCallback):
         self.out_dir = Path(out_dir) if out_dir is not None else None
         self.trainer: Any = None
         self.results: dict[str, PolicyEval] = {}
+        self.progress = progress
 
     def bind(self, trainer: Any) -> None:
         self.trainer = trainer
@@ -266,8 +291,9 @@ class HeldOutEval(TrainerCallback):
                     continue
                 out = self.out_dir / name if self.out_dir is not None else None
                 st = self.settings_for.get(name, self.settings)
+                tell = None if self.progress is None else (lambda d, t, n=name: self.progress(n, d, t))
                 self.results[name] = st.run(label, self.tasks, rollout, engine_generators(llm),
-                                                       start=start, out_dir=out, engine="vllm")
+                                            start=start, out_dir=out, engine="vllm", progress=tell)
 
 
 def by_family(tasks: list[Task], per_task: list[TaskOutcome]) -> dict[str, dict[str, Any]]:

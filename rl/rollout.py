@@ -175,6 +175,8 @@ class MultiTurnRollout:
         self.reward = None
         self.last: list[EpisodeRollout] = []
         self.stats: dict[str, float] = {}
+        # called (on the rollout's event loop) each time an episode ends: progress of a long run
+        self.on_episode: Callable[[], None] | None = None
         self.__name__ = "tooldojo_multi_turn_rollout"
 
     # --- lifecycle
@@ -576,6 +578,8 @@ class MultiTurnRollout:
         async def one(i: int, task: Task) -> None:
             try:
                 out[i] = await self._episode(task, batcher, self.episode_seed(step, first + i))
+                if self.on_episode is not None:
+                    self.on_episode()
             finally:
                 batcher.leave()
 

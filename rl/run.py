@@ -453,10 +453,13 @@ def _define_callbacks() -> dict[str, type]:
 
     class RichProgressCallback(TrainerCallback):
         """A rich progress bar over ``state.max_steps`` on stderr, its description the latest
-        reward, loss and step time. Not on a terminal (CI logs), one line per log instead."""
+        reward, loss and step time. Not on a terminal (CI logs), one line per log instead. With
+        ``progress`` (a started rich Progress, e.g. rl.progress.StageProgress's) the bar is a task of
+        that live display, which other bars of the run share (rich allows one live display a console)."""
 
-        def __init__(self, console: Console | None = None):
-            self.console = console or Console(stderr=True)
+        def __init__(self, console: Console | None = None, progress: Progress | None = None):
+            self.console = console or (progress.console if progress is not None else Console(stderr=True))
+            self.shared = progress
             self.progress: Progress | None = None
             self.task: Any = None
             self._latest: dict[str, str] = {}
@@ -471,7 +474,11 @@ def _define_callbacks() -> dict[str, type]:
             if not state.is_world_process_zero:
                 return
             self.close()
-            if self.console.is_terminal:
+            if self.shared is not None:
+                self.progress = self.shared
+                self.task = self.progress.add_task(self._description(), total=state.max_steps or None,
+                                                   completed=state.global_step)
+            elif self.console.is_terminal:
                 self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                          TimeElapsedColumn(), TimeRemainingColumn(), console=self.console,
                                          transient=False)
@@ -518,7 +525,8 @@ def _define_callbacks() -> dict[str, type]:
         def close(self) -> None:
             """Stop the live display (also safe after a crash, and twice)."""
             if self.progress is not None:
-                self.progress.stop()
+                if self.progress is not self.shared:
+                    self.progress.stop()
                 self.progress = None
 
     class RunRecordCallback(TrainerCallback):
@@ -569,16 +577,17 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def attach_callbacks(trainer: Any, run_dir: str | Path, *, progress: bool = True) -> list[Any]:
+def attach_callbacks(trainer: Any, run_dir: str | Path, *, progress: Any = True) -> list[Any]:
     """Add :class:`RunRecordCallback` (and, with ``progress``, :class:`RichProgressCallback` in
-    place of transformers' tqdm / printer callbacks) to a built trainer; returns the added ones."""
+    place of transformers' tqdm / printer callbacks) to a built trainer; returns the added ones.
+    ``progress`` may be a started rich Progress for the bar to join (see RichProgressCallback)."""
     from transformers import PrinterCallback, ProgressCallback
 
     added: list[Any] = [__getattr__("RunRecordCallback")(run_dir, title=getattr(trainer.args, "run_name", None))]
-    if progress:
+    if progress is not False and progress is not None:
         trainer.remove_callback(ProgressCallback)
         trainer.remove_callback(PrinterCallback)
-        added.append(__getattr__("RichProgressCallback")())
+        added.append(__getattr__("RichProgressCallback")(progress=None if progress is True else progress))
     for cb in added:
         trainer.add_callback(cb)
     return added

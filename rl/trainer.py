@@ -147,8 +147,10 @@ def context_limit(model_path: str, vllm_max_model_length: int | None = None) -> 
 
 
 def train(cfg: TrainConfig, *, run_dir: Path | None = None, resume_from: str | None = None,
-          callbacks: list[Any] | None = None, progress: bool = True, **grpo_extra: Any) -> TrainResult:
-    """Train ``cfg`` into ``run_dir`` (default: ``run.output_dir``); resume from a checkpoint path."""
+          callbacks: list[Any] | None = None, progress: Any = True, **grpo_extra: Any) -> TrainResult:
+    """Train ``cfg`` into ``run_dir`` (default: ``run.output_dir``); resume from a checkpoint path.
+    ``progress``: a rich bar of the steps on stderr (True), none (False), or a bar joining a started
+    rich Progress (rl.run.attach_callbacks)."""
     from transformers import set_seed
 
     from rl.distributed import Ranks, main_first, sandbox_share

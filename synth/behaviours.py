@@ -38,7 +38,7 @@ import json
 import random
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from synth.episode import SYSTEM_PROMPTS, LLMAgent, Trajectory
@@ -559,7 +559,7 @@ async def agenerate_traces(
     seed: int = 0,
     concurrency: int = 8,
     llm: LLMClient | None = None,
-    progress: bool = False,
+    progress: bool | Callable[[int, int], None] = False,
     pool: Any = None,
 ) -> TraceSet:
     """Run one episode per task in the condition; `pool` (a SandboxPool) is made from `backend` if not given."""
@@ -643,12 +643,13 @@ def generate_traces(
     seed: int = 0,
     concurrency: int = 8,
     llm: LLMClient | None = None,
+    progress: bool | Callable[[int, int], None] = False,
 ) -> list[Trajectory]:
     """Priming traces of `condition` for `tasks`, one real episode each (sync; see agenerate_traces)."""
     import anyio
 
     async def go() -> TraceSet:
         return await agenerate_traces(tasks, condition, mode=mode, backend=backend, system_prompt=system_prompt,
-                                      seed=seed, concurrency=concurrency, llm=llm)
+                                      seed=seed, concurrency=concurrency, llm=llm, progress=progress)
 
     return anyio.run(go).trajectories

@@ -426,17 +426,20 @@ async def run_episodes(
     pool: SandboxPool,
     *,
     concurrency: int = 8,
-    progress: bool = True,
+    progress: bool | Callable[[int, int], None] = True,
     **episode_kw: Any,
 ) -> list[Trajectory]:
-    """Run every task once, `concurrency` at a time; trajectories come back in task order."""
+    """Run every task once, `concurrency` at a time; trajectories come back in task order. `progress`:
+    a rich bar on stderr (True), none (False), or a callback hearing (done, total) instead of the bar."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     out: list[Trajectory | None] = [None] * len(tasks)
     limiter = anyio.Semaphore(max(1, concurrency))
     bar = Progress(TextColumn("[bold]episodes[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   TextColumn("{task.fields[ends]}"), console=Console(stderr=True), disable=not progress)
+                   TextColumn("{task.fields[ends]}"), console=Console(stderr=True),
+                   disable=callable(progress) or not progress)
+    tell = progress if callable(progress) else None
 
     with bar:
         pid = bar.add_task("episodes", total=len(tasks), ends="")
@@ -447,6 +450,8 @@ async def run_episodes(
                 out[i] = traj = await run_episode(task, agent_factory(task), user_factory(task), pool, **episode_kw)
             ends[traj.termination] = ends.get(traj.termination, 0) + 1
             bar.update(pid, advance=1, ends=" ".join(f"{k}={v}" for k, v in sorted(ends.items())))
+            if tell is not None:
+                tell(sum(ends.values()), len(tasks))
 
         async with anyio.create_task_group() as tg:
             for i, task in enumerate(tasks):

@@ -95,7 +95,8 @@ def synthesize_family_tasks(counts: dict[str, int], *, seed: int = 0, domains: S
                             backend: str = "auto", sandboxes: int = 4, rounds: int = 8,
                             progress: Callable[[str, int, int], None] | None = None) -> dict[str, list[Task]]:
     """Up to ``counts[family]`` replay-valid tasks of each multi-step family, no two with the same gold
-    calls at the same domain seed; fewer only when ``rounds`` batches of the recipe found no more."""
+    calls at the same domain seed; fewer only when ``rounds`` batches of the recipe found no more.
+    ``progress`` hears (``"FAMILY PHASE"``, done, total) of each batch (synth.tasks.TaskSynthesizer)."""
     import anyio
 
     from sandboxes import SandboxConfig, SandboxPool
@@ -116,7 +117,9 @@ def synthesize_family_tasks(counts: dict[str, int], *, seed: int = 0, domains: S
                     if len(kept) >= want:
                         break
                     fseed = seed * 1000 + 100 * (MULTISTEP.index(family) + 1) + r
-                    synth = TaskSynthesizer(pool, seed=fseed, domains=domains, progress=progress, **RECIPES[family])
+                    tell = None if progress is None else (
+                        lambda phase, done, total, f=family: progress(f"{f} {phase}", done, total))
+                    synth = TaskSynthesizer(pool, seed=fseed, domains=domains, progress=tell, **RECIPES[family])
                     made = await synth.run(max(16, 4 * (want - len(kept))))
                     for t in made.tasks:
                         sig = _signature(t)

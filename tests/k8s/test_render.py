@@ -15,7 +15,7 @@ import yaml
 
 from k8s.config import SubmitConfigError, load_submit_config, parse_submit_config
 from k8s.render import render
-from k8s.validate import TRAINJOB_SCHEMA, trainjob_schema_from_models, validate, validate_all
+from k8s.validate import trainjob_schema_from_models, trainjob_schema_path, validate, validate_all
 
 import k8s_fixtures  # noqa: F401,E402  (skips without the k8s extra)
 
@@ -264,7 +264,7 @@ def test_sandbox_crd_typos_are_rejected():
 
 
 def test_vendored_trainjob_schema_matches_the_installed_models():
-    vendored = json.loads(TRAINJOB_SCHEMA.read_text())
+    vendored = json.loads(trainjob_schema_path(version("kubeflow-trainer-api")).read_text())
     if f"kubeflow-trainer-api {version('kubeflow-trainer-api')}" not in vendored["description"]:
         pytest.skip("a different kubeflow-trainer-api is installed than the schema was generated from")
     assert trainjob_schema_from_models() == vendored, "run `python -m k8s.validate --regenerate`"

@@ -157,3 +157,13 @@ def test_a_short_demo_runs_every_stage_and_reports(tmp_path):
     primed = [json.loads(x) for x in (out / "prime" / "trajectories.jsonl").read_text().splitlines()]
     assert any("Plan" in (m.get("content") or "") for t in primed for m in t["messages"] if m["role"] == "assistant")
     assert Path(last["report"]) == out / "report.html"
+    # issue 33: progress of every long stage on stderr (lines, as it is not a terminal), none in the JSON
+    for line in ("tasks: single-action generate: ", "tasks: lookup_act replay: ", "priming traces: ",
+                 "learning curve, step 0: 0/8 episodes", "learning curve, step 2: 8/8 episodes",
+                 f"held-out evaluation: base: {2 * held}/{2 * held} episodes",
+                 f"held-out evaluation: primed: {3 * held}/{3 * held} episodes",
+                 f"held-out evaluation: Dr. GRPO: {3 * held}/{3 * held} episodes"):
+        assert line in r.stderr, line
+    assert not any(x.startswith(("held-out evaluation:", "learning curve,", "tasks:")) for x in r.stdout.splitlines())
+    # issue 33: stage times and settings as tables, the full config in a fold
+    assert "<th>share of total</th>" in page and "<h3>Dr. GRPO</h3>" in page and "<details><summary>full" in page

@@ -151,6 +151,19 @@ def test_a_policy_that_does_nothing_gets_no_world_state_reward(tasks, tiny, back
     assert ep.components["world_state"] == 0.0 and ep.reward < 1.0
 
 
+def test_on_episode_hears_every_episode_as_it_ends(tasks, tiny, backend):
+    """Issue 33 #4: the held-out evaluation's progress counts episodes through this hook."""
+    from rl.evaluate import run_episodes
+
+    tok, _ = tiny
+    seen = []
+    with _rollout(tasks[:2], tok, backend) as ro:
+        sampled, greedy = run_episodes(ro, tasks[:2], lambda temp: ScriptedTokenPolicy(tok, ["Nothing to do."]),
+                                       samples=2, temperature=1.0, progress=lambda d, t: seen.append((d, t)))
+        assert ro.on_episode is None
+    assert len(sampled) == 4 and len(greedy) == 2 and seen == [(i, 6) for i in range(7)]
+
+
 def test_budget_ends_the_episode_and_is_never_exceeded(tasks, tiny, backend):
     tok, _ = tiny
     with _rollout(tasks[:2], tok, backend, budget=40) as ro:

@@ -158,7 +158,9 @@ def test_incorrect_traces_are_wrong_by_the_verifiable_rewards(tasks, backend):
 
 
 def test_traces_export_to_trl_with_reasoning_before_tool_calls(tasks, backend):
-    trajs = generate_traces(tasks[:4], "all", backend=backend)
+    seen: list[tuple[int, int]] = []
+    trajs = generate_traces(tasks[:4], "all", backend=backend, progress=lambda d, t: seen.append((d, t)))
+    assert seen == [(i, 4) for i in range(1, 5)]  # issue 33 #4: the demo's priming-traces progress
     ds = to_dataset(trajs)
     assert len(ds) == 4
     rows = [m for msgs in ds["messages"] for m in msgs if m["role"] == "assistant" and m.get("tool_calls")]

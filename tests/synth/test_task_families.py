@@ -14,10 +14,19 @@ from synth.task_values import _dumps
 from synth.usersim import ScriptedUser, user_only_info
 
 
+PROGRESS: list[tuple[str, int, int]] = []
+
+
 @pytest.fixture(scope="module")
 def made() -> dict[str, list[Task]]:
     return synthesize_family_tasks({f: 10 for f in MULTISTEP}, seed=3, domains=["home_devices"], backend="local",
-                                   sandboxes=2)
+                                   sandboxes=2, progress=lambda phase, done, total: PROGRESS.append((phase, done, total)))
+
+
+def test_progress_names_the_family_of_each_batch(made: dict[str, list[Task]]) -> None:
+    """Issue 33 #4: the demo's task-synthesis bars, one per family and phase."""
+    assert {p for p, _, _ in PROGRESS} == {f"{f} {phase}" for f in MULTISTEP for phase in ("generate", "replay")}
+    assert all(0 < done <= total for _, done, total in PROGRESS)
 
 
 def test_each_family_is_made_with_its_shape_and_replays(made: dict[str, list[Task]]) -> None:
