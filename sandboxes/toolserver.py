@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import copy
 import ctypes
+import functools
 import inspect
 import json
 import os
@@ -218,14 +219,32 @@ INITIAL_STATE = {"kv": {}, "counters": {}}
 '''
 
 
+@functools.lru_cache(maxsize=32)
+def _compile_text(source: str, filename: str, mode: str, *rest):
+    return compile(source, filename, mode, *rest)
+
+
+def _compile(source, filename, mode, *rest, **kw):
+    """`compile`, kept per text: a code object is immutable, and each load still runs it in fresh
+    globals. Compiling was 7 of a domain load's 8 ms (the bundle compiles the tool DSL's source
+    inside it too), paid on every task draw, replay and episode."""
+    if kw or not (isinstance(source, str) and isinstance(filename, str) and isinstance(mode, str)):
+        return compile(source, filename, mode, *rest, **kw)
+    try:
+        return _compile_text(source, filename, mode, *rest)
+    except TypeError:  # an unhashable flag argument
+        return compile(source, filename, mode, *rest)
+
+
 class Domain:
     def __init__(self, name: str, source: str, state: dict | None, run_command=None):
         # run_command(cmd, timeout=30.0) -> the exec result: a shell or code tool runs its command
         # exactly as `exec` does (separated from us), never with a subprocess of our own.
         namespace: dict = {"ToolFailure": ToolFailure, "InvalidArguments": InvalidArguments,
-                           "run_command": run_command, "__name__": f"tooldojo_domain_{name}"}
+                           "run_command": run_command, "__name__": f"tooldojo_domain_{name}",
+                           "compile": _compile}
         try:
-            exec(compile(source, f"<domain {name}>", "exec"), namespace)
+            exec(_compile(source, f"<domain {name}>", "exec"), namespace)
         except Exception as e:
             raise RequestError("DomainLoadError", f"domain {name!r} failed to load: {type(e).__name__}: {e}")
         tools = namespace.get("TOOLS")
