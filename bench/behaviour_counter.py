@@ -3,7 +3,8 @@ labelled set of trajectories (issue 33 #2).
 
 The set, bench/data/behaviour_labels.jsonl (built by bench/data/build_behaviour_labels.py): priming traces
 labelled by the generator that inserted the behaviours, and held-out episodes of a demo run's base, primed and
-Dr. GRPO policies labelled by reading (the rubric is in the builder's docstring). A trajectory counts as showing a
+Dr. GRPO policies labelled by reading (the rubric is in the builder's docstring); a batch of those was labelled
+after the counter's fix without looking at its counts, and is also scored on its own (held_out_batch). A trajectory counts as showing a
 behaviour when the counter counts at least one instance; precision = right ones among those it flags, recall =
 flagged ones among those labelled present. Per policy too, and the disagreements with the labels' reasons.
 
@@ -51,6 +52,10 @@ def measure(path: Path = LABELS) -> dict[str, Any]:
         out["by_source"][r["policy"]] = out["by_source"].get(r["policy"], 0) + 1
     for b in BEHAVIOURS:
         out["behaviours"][b] = scores([(r["labels"][b], c[b] > 0) for r, c in zip(rows, flagged, strict=True)])
+    held = [(r, c) for r, c in zip(rows, flagged, strict=True) if r.get("batch") == "held_out"]
+    if held:  # rows labelled after the counter was last changed, without looking at its counts
+        out["held_out_batch"] = {"trajectories": len(held), **{
+            b: scores([(r["labels"][b], c[b] > 0) for r, c in held]) for b in BEHAVIOURS}}
     for pol in out["by_source"]:
         out["by_policy"][pol] = {b: scores([(r["labels"][b], c[b] > 0) for r, c in zip(rows, flagged, strict=True)
                                             if r["policy"] == pol]) for b in BEHAVIOURS}

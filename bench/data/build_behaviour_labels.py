@@ -87,6 +87,30 @@ READ: dict[tuple[str, int], tuple[set[str], str]] = {
     ("grpo", 9): (set(), "one malformed call, 'All done.'"),
 }
 
+# Labelled after the counter was fixed, without looking at its counts: a check that the fix does not merely fit the
+# rows above (bench/behaviour_counter.py reports these apart as "held_out_batch").
+READ_AFTER_FIX: dict[tuple[str, int], tuple[set[str], str]] = {
+    ("sft", 12): (set(), "reads LT-2 twice with 'All done.': a repeated call is no backtrack, a read with no write "
+                         "and no words is no check"),
+    ("sft", 13): ({S, V, K, C}, "'To get home device status LT-2 I need visit id LT-2; first ...'; 'Plan: 1) get home "
+                                "scene SC-2'; LT-299 not found -> 'mistyped it. Back to LT-2' and the right call; "
+                                "'Check: TH-2 looks right'"),
+    ("sft", 14): ({V}, "'Plan: 1) activate homelock id SC-3' is garbled; 'Check: LT-3 looks right, as asked'"),
+    ("sft", 15): ({V}, "a call with no name, then 'Check: SC-1 looks right, as asked'"),
+    ("sft", 16): (set(), "'To activate home thermostat, s sent.' garbled"),
+    ("grpo", 10): ({V, C}, "'To set door lock LK-6 I need device id LT-6; first ...'; 'Check: LT-6 looks right'; no "
+                           "retry after the unknown tool"),
+    ("grpo", 11): ({C}, "'To get home device status LT-1 I need device id LT-1; first ...'; 'Check: TH-1 looks "
+                        "ackend tell me...?' garbled; invalid arguments then an unknown tool without a word"),
+    ("grpo", 12): ({V}, "reads LT-2 twice (a repeat, no backtrack); 'Check: SC-2 looks right, as asked'"),
+    ("grpo", 13): ({V, C}, "'To get home device status LT-2 I need visit id SC-2; first ...'; 'Check: LT-2 looks "
+                           "right'; unknown tools without a word"),
+    ("grpo", 14): ({S, V, K, C}, "'Plan: 1) delete home scene SC-3'; 'To delete home scene SC-3 I need ...'; "
+                                 "delete_home_scene missing scene_id -> retried with scene_id (echoing 'mistyped')"),
+    ("grpo", 15): ({V}, "a call with no name, then 'Check: TH-1 looks right, as asked'"),
+    ("grpo", 16): (set(), "'To activate home thermostat, s sent.' garbled"),
+}
+
 # priming conditions and how many traces of each (the first n train tasks in order)
 # priming conditions: how many traces of each (the first n train tasks in order); a single-behaviour condition's
 # traces are drawn from every train task: the first n that show the behaviour (not every task allows it)
@@ -110,14 +134,15 @@ def main(demo: Path, out: Path) -> None:
             pairs = [(t, u) for t, u in pairs if u.get(cond)][:n]
         for t, used in pairs:
             labels = {b: used.get(b, 0) > 0 for b in B}
-            rows.append({"id": f"prime-{cond}-{t.task_id}", "source": f"synth.behaviours procedural, condition "
+            rows.append({"id": f"prime-{cond}-{t.task_id}", "batch": "fit", "source": f"synth.behaviours procedural, condition "
                          f"{cond}, seed 0", "policy": "priming", "labels": labels, "labelled_by": "generator",
                          "reason": "inserted by the generator: " + (", ".join(f"{b} x{used[b]}" for b in B
                                                                            if used.get(b)) or "nothing"),
                          "messages": t.messages})
-    for (policy, i), (present, reason) in READ.items():
+    for (policy, i), (present, reason), batch in [(k, v, "fit") for k, v in READ.items()] + [
+            (k, v, "held_out") for k, v in READ_AFTER_FIX.items()]:
         r = sampled_rows(demo / "eval" / policy / "trajectories.jsonl")[i]
-        rows.append({"id": f"demo-{policy}-{i}-{r['task_id']}", "source": "dojo demo (test_demo's overrides), "
+        rows.append({"id": f"demo-{policy}-{i}-{r['task_id']}", "batch": batch, "source": "dojo demo (test_demo's overrides), "
                      "held-out, sampled", "policy": {"sft": "primed", "grpo": "Dr. GRPO"}.get(policy, policy),
                      "seed": r["seed"], "labels": {b: b in present for b in B}, "labelled_by": "reading",
                      "reason": reason, "messages": r["messages"]})
