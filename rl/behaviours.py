@@ -48,12 +48,17 @@ class BehaviourCounter(Protocol):
 _READ_VERBS = ("get", "list", "find", "search", "show", "view", "read", "lookup", "look", "check", "query", "fetch",
                "describe", "count", "browse", "inspect", "status")
 _SENT = re.compile(r"(?<=[.!?;])\s+|\n+")
-_PLAN = re.compile(r"\bplan\b\s*[:\-]|\b(my|the|a) plan\b|\bsteps?\s*:|\bsubgoals?\b|(?:^|\s)1[.)]\s.+\s2[.)]\s"
-                   r"|\bfirst\b[^.;]*\b(then|next|after that|finally)\b", re.I | re.S)
+_PLAN_LIST = re.compile(r"\bplan\b\s*[:\-]|\b(my|the|a) plan\b|\bsteps?\s*:|\bsubgoals?\b|(?:^|\s)1[.)]\s.+\s2[.)]\s",
+                        re.I | re.S)
+_PLAN_SEQ = re.compile(r"\bfirst\b[^.;]*\b(then|next|after that|finally)\b", re.I | re.S)
 _STEP = re.compile(r"^\s*(step \d+\b|next( step)?\s*[:,])", re.I)
-_CHECK = re.compile(r"\b(check(ed)?\s*:|(i|we) (have )?checked|checked (that|it)|verif(y|ied|ies|ying|ication)|double[- ]check|confirm(s|ed)? (that|it)"
-                    r"|make sure|matches|as asked|as expected|as requested|looks (right|correct|good)|is correct"
-                    r"|let me check)\b", re.I)
+_CHECK_SAID = re.compile(r"\bcheck(ed)?\s*:|\b((i|we) (have )?checked|checked (that|it)|verif(y|ied|ies|ying|ication)"
+                         r"|double[- ]check|confirm(s|ed)? (that|it)|make sure|let me check)\b", re.I)
+# weak: words that only say a check when the sentence names an entity of this conversation
+_CHECK_WEAK = re.compile(r"\b(matches|as asked|as expected|as requested|looks (right|correct|good)|is correct)\b", re.I)
+_CHECK = re.compile(f"{_CHECK_SAID.pattern}|{_CHECK_WEAK.pattern}", re.I)
+_ID = re.compile(r"(?<![\w\-])[A-Za-z][\w\-]*\d[\w\-]*(?![\w\-])")
+_AVAILABLE = re.compile(r"available tools?:\s*([\w, ]+)|\bsee ([a-z]\w+)", re.I)
 _RECHECK = re.compile(r"\b(again|once more|re-?check|re-?read|see (if|whether)|went through)\b", re.I)
 _CORRECT = re.compile(r"\b(wrong|mistake|mistyped|typo|my bad|oops|let me (try|retry)|try again|retry|back to|go back"
                       r"|that('s| is) not|not the right|incorrect|instead|fix (it|that|the call))\b", re.I)
@@ -69,6 +74,39 @@ def _sentences(text: str) -> list[str]:
 def _says(pattern: re.Pattern[str], text: str) -> bool:
     """A statement (not a question) of the text matches."""
     return any(pattern.search(x) for x in _sentences(text))
+
+
+class _Known:
+    """What the conversation itself names: the ids the user and the tools said, and the tools that exist (called
+    without an unknown-tool error, or named by a tool error: "available tools: ...", "see list_x"). Words
+    about entities or tools the conversation never names (a base model's garbled or other-domain text) are not
+    about this task."""
+
+    def __init__(self, messages: Sequence[dict[str, Any]], steps: Sequence[_Step]):
+        said = " ".join(str(m.get("content") or "") for m in messages if m.get("role") in ("user", "tool"))
+        self.ids = {x.rstrip(".-") for x in _ID.findall(said)}
+        self.tools: set[str] = set()
+        for s in steps:
+            for c in s.calls:
+                out = c["output"] if isinstance(c["output"], str) else ""
+                if c["name"] and not (c["error"] and "unknown tool" in out.lower()):
+                    self.tools.add(c["name"])
+                for m in _AVAILABLE.finditer(out if c["error"] else ""):
+                    self.tools |= {t.strip() for t in (m.group(1) or m.group(2) or "").split(",") if t.strip()}
+
+    def named_ids(self, text: str) -> set[str]:
+        return {x.rstrip(".-") for x in _ID.findall(text or "")}
+
+    def relevant(self, text: str) -> bool:
+        """The text names an id the conversation said or, in words or as is, a tool that exists."""
+        low = (text or "").lower()
+        return bool(self.named_ids(text) & self.ids) or any(
+            t.lower() in low or t.replace("_", " ").lower() in low for t in self.tools if len(t) > 2)
+
+    def stray(self, text: str) -> bool:
+        """The text names ids and none of them is one the conversation said (an echoed template)."""
+        named = self.named_ids(text)
+        return bool(named) and not named & self.ids
 
 
 def _is_read(name: str) -> bool:
@@ -155,6 +193,7 @@ class HeuristicCounter:
 
     def counts(self, messages: Sequence[dict[str, Any]]) -> dict[Behaviour, int]:
         steps = _steps(messages)
+        known = _Known(messages, steps)
         out: dict[Behaviour, int] = dict.fromkeys(BEHAVIOURS, 0)
         texts = [s.text or "" for s in steps]
         used_v: set[int] = set()
@@ -176,29 +215,40 @@ class HeuristicCounter:
             for c in s.calls:
                 if not c["error"] and not _is_read(c["name"]):
                     written = _values(c["args"]) | _values(c["output"])
-            # backtracking: an error, then a changed call or a correction
+            # backtracking: an error, then a repaired call (the same tool with other arguments, or a tool the
+            # error named) or a correction about this conversation; another, unrelated call is flailing
             if any(c["error"] for c in s.calls) and i + 1 < len(steps):
                 nxt = steps[i + 1]
                 failed = [(c["name"], json.dumps(c["args"], sort_keys=True, default=str)) for c in s.calls if c["error"]]
-                changed = any((c["name"], json.dumps(c["args"], sort_keys=True, default=str)) not in failed
-                              for c in nxt.calls)
-                if changed or _CORRECT.search(texts[i + 1]):
+                hinted = {m.group(2) or t.strip() for c in s.calls if c["error"] and isinstance(c["output"], str)
+                          for m in _AVAILABLE.finditer(c["output"]) for t in (m.group(1) or "").split(",") or [""]}
+                repaired = any((c["name"], json.dumps(c["args"], sort_keys=True, default=str)) not in failed
+                               and (c["name"] in {n for n, _ in failed} or c["name"] in hinted) for c in nxt.calls)
+                if repaired or self._corrects(texts[i + 1], known):
                     out["backtracking"] += 1
                     used_b.add(i + 1)
         checking = False  # the last message announced a check and made only reads: this one completes it
         for i, text in enumerate(texts):
             sents = _sentences(text)
-            if _PLAN.search(text):
+            listed = _PLAN_LIST.search(text)
+            if _PLAN_SEQ.search(text) or (listed and known.relevant(text[listed.start():])):
                 out["subgoal"] += 1
             out["subgoal"] += sum(1 for x in sents if _STEP.search(x))
-            said = i not in used_v and any(_CHECK.search(x) for x in sents)
+            said = i not in used_v and any(_CHECK_SAID.search(x) or (_CHECK_WEAK.search(x) and known.relevant(x))
+                                           for x in sents)
             if said and not checking:
                 out["verification"] += 1
             checking = said and not checking and bool(steps[i].calls) and all(_is_read(c["name"]) for c in steps[i].calls)
-            if i not in used_b and any(_CORRECT.search(x) for x in sents):
+            if i not in used_b and self._corrects(text, known):
                 out["backtracking"] += 1
             out["backward_chaining"] += sum(1 for x in sents if _BACKWARD.search(x))
         return out
+
+    @staticmethod
+    def _corrects(text: str, known: _Known) -> bool:
+        """A sentence says a correction ("wrong", "mistyped", "back to") and names no id the conversation never
+        said (an echoed "G-10399 was not found, so I mistyped it" after no such call is not one)."""
+        return any(_CORRECT.search(x) and not known.stray(x) for x in _sentences(text))
 
 
 # =============================================================================== LLM

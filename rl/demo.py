@@ -417,8 +417,32 @@ def settings_html(cfg: DemoConfig) -> str:
     return "\n".join(parts)
 
 
+COUNTER_ACCURACY = Path(__file__).resolve().parents[1] / "bench" / "results" / "behaviour_counter.json"
+
+
+def counter_accuracy_row(names: list[str], path: Path = COUNTER_ACCURACY) -> str:
+    """The behaviour table's last row: the heuristic counter's precision / recall per behaviour on its labelled
+    set (bench/behaviour_counter.py); empty where that measurement is not at hand."""
+    try:
+        res = json.loads(path.read_text())
+        acc = res["behaviours"]
+    except (OSError, ValueError, KeyError):
+        return ""
+
+    def cell(n: str) -> str:
+        s = acc.get(n) or {}
+        f = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
+        return f"<td>{f(s.get('precision'))} / {f(s.get('recall'))}</td>"
+
+    return (f"<tr><td><i>counter precision / recall</i> (labelled set, {int(res.get('trajectories', 0))} "
+            f"trajectories)</td><td></td>{''.join(cell(n) for n in names)}</tr>")
+
+
 def write_report(out: Path, result: DemoResult, evals: dict[str, Any], behaviours: Any, cfg: DemoConfig) -> Path:
-    """One self-contained HTML page: the numbers, the reward curve, the behaviours, the settings."""
+    """One self-contained HTML page: the numbers, the reward curve, the behaviours, episodes side by side
+    (rl.episodes_view, which also writes episodes.jsonl beside it), the settings."""
+    from rl.episodes_view import episodes_section
+
     rows = "".join(
         f"<tr><td>{name}</td><td>{ev.success:.1%}</td><td>{'' if ev.greedy_success is None else f'{ev.greedy_success:.1%}'}"
         f"</td><td>{'' if ev.mean_reward is None else f'{ev.mean_reward:.3f}'}</td><td>{ev.mean_sampled_tokens:.0f}</td></tr>"
@@ -431,6 +455,7 @@ def write_report(out: Path, result: DemoResult, evals: dict[str, Any], behaviour
             brows += f"<tr><td>{html.escape(g.group)}</td><td>{g.n}</td>{cells}</tr>"
         names = next(iter(behaviours.groups)).behaviours.keys() if behaviours.groups else []
         bhead = "".join(f"<th>{html.escape(n)}</th>" for n in names)
+        brows += counter_accuracy_row(list(names))
     else:
         bhead = ""
     verdict = "met" if result.target_met else "not met"
@@ -478,7 +503,10 @@ tool. A multi-step family's held-out tasks name no entity its training tasks nam
 <h2>Base model</h2><p>{html.escape(result.base_model)}</p>{base_html}
 <h2>Dr. GRPO reward, groups with reward variance, entropy, episode length</h2>{_img(out / "grpo" / "reward_curve.png")}
 <h2>Behaviours (heuristic counter: mean per trajectory, share with at least one)</h2>
+<p>The last row: how right the counter is, as precision / recall of "shows the behaviour" on a labelled set of
+base, primed, Dr. GRPO and priming trajectories (<code>bench/behaviour_counter.py</code>).</p>
 <table><tr><th>trajectories</th><th>n</th>{bhead}</tr>{brows}</table>
+<h2>Episodes: base, primed and Dr. GRPO side by side</h2>{episodes_section(out)}
 <h2>Time per stage</h2>{stage_table(result.stage_minutes, result.minutes)}
 <h2>Settings</h2>{settings_html(cfg)}
 </body></html>"""

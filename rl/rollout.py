@@ -534,6 +534,7 @@ class MultiTurnRollout:
         for i, e in enumerate(episodes):
             row = json.loads(e.trajectory.model_dump_json())
             row["reward"], row["components"], row["solved"] = e.reward, e.components, solved(e.components)
+            row["reward_reason"] = e.reward_reason
             row["sampled_tokens"] = sum(e.env_mask)
             if rank is not None:
                 row["rank"], row["episode"] = rank, first + i

@@ -167,3 +167,11 @@ def test_a_short_demo_runs_every_stage_and_reports(tmp_path):
     assert not any(x.startswith(("held-out evaluation:", "learning curve,", "tasks:")) for x in r.stdout.splitlines())
     # issue 33: stage times and settings as tables, the full config in a fold
     assert "<th>share of total</th>" in page and "<h3>Dr. GRPO</h3>" in page and "<details><summary>full" in page
+    # issue 33 #1: per task family one held-out task played by the three policies side by side, as JSONL beside
+    shown = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
+    assert shown and {x["policy"] for x in shown} == {"base", "sft", "grpo"}
+    assert {x["family"] for x in shown} == set(fams) and all("seed" in x and "messages" in x for x in shown)
+    assert "<h2>Episodes: base, primed and Dr. GRPO side by side</h2>" in page and "<div class=episodes>" in page
+    assert all(f"task <code>{x['task_id']}</code>" in page for x in shown)
+    # issue 33 #2: the counter's precision / recall next to the counts
+    assert "counter precision / recall" in page

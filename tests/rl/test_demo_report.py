@@ -65,3 +65,24 @@ def test_settings_groups_put_every_train_section_somewhere():
 
 def test_the_stage_table_of_an_empty_run():
     assert "<td>total</td><td>0.00</td><td></td>" in stage_table({}, 0.0)
+
+
+def test_the_behaviour_table_shows_the_counters_precision_and_recall(tmp_path):
+    """Issue 33 #2: next to the counts, the counter's precision / recall on its labelled set; and the episodes
+    section (#1) says when there is nothing to show."""
+    import json
+
+    from rl.behaviours import BehaviourReport, BehaviourStat, GroupReport
+    from rl.demo import COUNTER_ACCURACY, counter_accuracy_row
+
+    stat = BehaviourStat(mean=0.5, frac=0.25, counted=4)
+    names = ["subgoal", "verification", "backtracking", "backward_chaining"]
+    rep = BehaviourReport(source="x", counter="heuristic",
+                          groups=[GroupReport(group="sft", files=[], n=4, behaviours=dict.fromkeys(names, stat))])
+    page = write_report(tmp_path, _result(tmp_path, {"tasks": 1.0}), _evals(), rep, DemoConfig()).read_text()
+    acc = json.loads(COUNTER_ACCURACY.read_text())["behaviours"]
+    cells = "".join(f"<td>{acc[n]['precision']:.2f} / {acc[n]['recall']:.2f}</td>" for n in names)
+    assert "<td><i>counter precision / recall</i> (labelled set," in page and cells in page
+    assert "<tr><td>sft</td><td>4</td><td>0.50 (25%)</td>" in page
+    assert counter_accuracy_row(names, tmp_path / "missing.json") == ""
+    assert "<h2>Episodes: base, primed and Dr. GRPO side by side</h2><p>No held-out episodes to show.</p>" in page
