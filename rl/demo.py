@@ -27,8 +27,6 @@ Configuration is plain data (:class:`DemoConfig`): a YAML file and/or ``key=valu
 
 from __future__ import annotations
 
-import base64
-import html
 import json
 import logging
 import random
@@ -37,10 +35,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
-from rl.config import ConfigError, TinyModelParams, _translate, apply_overrides, read_yaml_mapping
-from rl.sft import SFTSettings
+from rl.config import ConfigError, _translate, apply_overrides, read_yaml_mapping
+from rl.demo_config import DEFAULT_TRAIN, DemoConfig, DemoResult, base_summary, merge
 
 log = logging.getLogger("tooldojo.rl.demo")
 
@@ -52,119 +50,12 @@ SHIPPED_BASE = Path(__file__).resolve().parent / "base"
 # The policies as the terminal and the report name them.
 POLICY_NAMES = {"base": "base", "sft": "primed", "grpo": "Dr. GRPO"}
 
-# The dojo-train config the demo starts from (model and tasks are filled in by the demo).
-DEFAULT_TRAIN: dict[str, Any] = {
-    "grpo": {"loss_type": "dr_grpo", "scale_rewards": "none", "beta": 0.0, "num_generations": 8,
-             # a small step: Adam moves every weight by about lr per step, and at 1e-3 a primed tiny
-             # policy falls apart within a few steps
-             # the completion budget counts the tool outputs too (rl.token_agent): a look-up's device
-             # list is 400-1,000 tokens, and at 256 every look-up episode ran out before its second call
-             "max_completion_length": 1024, "learning_rate": 1e-4, "per_device_train_batch_size": 32,
-             "gradient_accumulation_steps": 1, "max_steps": 40, "temperature": 1.0, "epsilon": 0.2,
-             "gradient_checkpointing": False},
-    # max_turns 4: a look-up, the act, a verifying read and the answer (the primed traces of the multi-step
-    # families need up to 4 agent messages, the single-action ones 2-3)
-    "rollout": {"use_vllm": True, "vllm_mode": "colocate", "max_turns": 4, "max_tool_calls": 6, "user": "scripted",
-                "sandbox_backend": "auto", "system_prompt": "brief"},
-    # Success-shaped and not hackable by doing nothing: no world-state match, no reward; the reported
-    # outputs add the other half. (Turn-format or vacuous-communication credit taught a tiny policy
-    # to end every turn at once.)
-    "reward": {"components": [{"name": "world_state", "kind": "world_state", "weight": 0.5},
-                              {"name": "communication", "kind": "communication", "weight": 0.5}],
-               "gate": ["world_state"]},
-    "run": {"seed": 0, "logging": [], "save_steps": 1000},
-    # each group's prompt scored once (rl.shared_prefix, groups split where long completions make that
-    # cheaper): the same log-probs to ~1e-6 nats, 1.7x faster forward+backward at the multi-step demo's
-    # shapes (bench/results/rl_speed_prefix_split_multistep_cpu.json); checked at the first step
-    "trainer": {"shared_prefix": True, "shared_prefix_check_every": 1000},
-}
-
-
-class DemoConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    out_dir: str = "runs/demo"
-    seed: int = 0
-    base: str = Field("pretrained", description="pretrained: the shipped base (rl/base); random: a random-init "
-                                               "rl.tiny model shaped by `tiny`; else a model folder or Hugging Face id")
-    tiny: TinyModelParams = Field(default_factory=lambda: TinyModelParams(hidden=128, layers=2, heads=4))
-    # home_devices: the shipped base's corpus leaves it out (docs only), so its held-out tasks are unseen;
-    # from that base the scene tasks prime to ~99%, the device tasks to 20-34%, and RL doubles the latter
-    # (bench/results/pretrained_base_h100.md)
-    domains: list[str] = Field(default_factory=lambda: ["home_devices"])
-    tasks: int = Field(700, gt=1, description="single-action tasks to synthesise (train + held-out)")
-    held_out: int = Field(40, gt=0)
-    distractors: int = Field(1, ge=0, description="tools offered besides the gold one")
-    quote_values: bool = Field(False, description="the user writes string values in quotes (device id: \"LT-3\"), "
-                                                  "so they tokenize as inside the JSON arguments")
-    condition: str = Field("all", description="the priming condition (synth.behaviours.CONDITIONS)")
-    # max_length 2048 (the base's context): a look-up trace with the whole device list runs to ~2,000 tokens;
-    # batches of similar lengths: random batches of the demo's traces pad 703k tokens to 1.22M
-    sft: SFTSettings = Field(default_factory=lambda: SFTSettings(epochs=3, learning_rate=3e-3, batch_size=8,
-                                                                 max_length=2048, group_by_length=True))
-    eval_samples: int = Field(4, gt=0, description="sampled episodes per held-out task and policy")
-    # the unprimed base scores ~0% (it has never seen a tool call answered): its 4 samples per task took
-    # 3.2 of the held-out evaluation's 6.2 minutes in the fresh-clone demo, to measure 0%
-    base_eval_samples: int = Field(1, gt=0, description="sampled episodes per held-out task for the base policy "
-                                                        "(plus the greedy one)")
-    multistep: dict[str, int] = Field(
-        default_factory=lambda: {"lookup_act": 150, "read_report": 150, "ask_user": 150},
-        description="tasks to synthesise per multi-step family (synth.task_families.MULTISTEP); {} for "
-                    "single-action tasks only")
-    multistep_held_out: int = Field(27, ge=1, description="held-out tasks per multi-step family")
-    curve_every: int = Field(10, ge=0, description="Dr. GRPO steps between learning-curve points (0: no curve)")
-    curve_tasks: int = Field(8, gt=0, description="learning-curve slice: held-out tasks per multi-step family, "
-                                                  "and as many single-action ones")
-    curve_samples: int = Field(2, gt=0, description="sampled episodes per slice task and curve point")
-    train: dict[str, Any] = Field(default_factory=dict, description="a dojo train config over DEFAULT_TRAIN")
-
-
-class DemoResult(BaseModel):
-    base_success: float
-    sft_success: float
-    grpo_success: float
-    base_greedy_success: float | None
-    sft_greedy_success: float | None
-    grpo_greedy_success: float | None
-    held_out_tasks: int
-    train_tasks: int
-    eval_samples: int
-    base_eval_samples: int | None = None
-    condition: str
-    minutes: float
-    stage_minutes: dict[str, float]
-    sandbox_backend: str
-    rollout_engine: str
-    grpo_steps: int
-    first_reward: float | None
-    final_reward: float | None
-    out_dir: str
-    report: str
-    base_model: str = Field("", description="what the base policy was (shipped pretrained base, random, a path)")
-    sft_pass_at_k: float | None = Field(None, description="primed policy: share of tasks solved in at least one "
-                                                          "of the eval_samples sampled episodes (k = eval_samples)")
-    families: dict[str, dict[str, Any]] = Field(default_factory=dict,
-                                                description="held-out success per task family (gold tool), per policy")
-    multistep_held_out_tasks: int = 0
-    multistep_base_success: float | None = None
-    multistep_sft_success: float | None = Field(None, description="primed, sampled, the multi-step families pooled")
-    multistep_grpo_success: float | None = Field(None, description="after Dr. GRPO, sampled, multi-step pooled")
-    multistep_sft_greedy_success: float | None = None
-    multistep_grpo_greedy_success: float | None = None
-    multistep_sft_pass_at_k: float | None = None
-    curve: list[dict[str, Any]] = Field(default_factory=list, description="held-out slice success every "
-                                                                           "curve_every steps (rl.curve.CurvePoint)")
-    learning_curve: str | None = None
-    target: str = ""
-    target_met: bool = Field(description="see `target`")
-
-
 def load_demo_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -> DemoConfig:
     """A YAML file (or nothing) plus ``key=value`` overrides, validated; errors name the field."""
     data = read_yaml_mapping(path) if path is not None else {}
     # Overrides land on the defaults written out, so `sft.epochs=1` keeps the demo's other SFT settings
     # (validating {"epochs": 1} alone would fall back to SFTSettings' own defaults).
-    data = apply_overrides(_merge(DemoConfig().model_dump(), data), list(overrides))
+    data = apply_overrides(merge(DemoConfig().model_dump(), data), list(overrides))
     try:
         cfg = DemoConfig.model_validate(data)
     except ValidationError as e:
@@ -196,19 +87,12 @@ def load_demo_config(path: str | Path | None = None, overrides: Iterable[str] = 
     return cfg
 
 
-def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
-
 def train_config(cfg: DemoConfig, out: Path, model_dir: Path | None = None):
     """The ``dojo train`` config of the GRPO stage."""
     from rl.config import validate_config
 
-    data = _merge(DEFAULT_TRAIN, cfg.train)
-    data = _merge(data, {"model": {"name_or_path": str(model_dir or out / "sft")},
+    data = merge(DEFAULT_TRAIN, cfg.train)
+    data = merge(data, {"model": {"name_or_path": str(model_dir or out / "sft")},
                          "data": {"tasks": str(out / "tasks" / "train")},
                          "run": {"output_dir": str(out / "grpo"), "seed": cfg.seed}})
     try:
@@ -290,19 +174,6 @@ def materialize_base(src: str | Path, dest: Path) -> Path:
     return dest
 
 
-def base_summary(base: Path) -> dict[str, Any] | None:
-    """The pretrained base's manifest numbers (None for a base without one)."""
-    try:
-        m = json.loads((base / "pretrain.json").read_text())
-    except (OSError, ValueError):
-        return None
-    r, st = m["result"], m["settings"]
-    return {"parameters": r["parameters"], "shape": f"hidden {st['hidden']} x {st['layers']} layers",
-            "corpus": m["corpus"]["counts"], "train_tokens": r["train_tokens"], "steps": r["steps"],
-            "val_loss": r["val_loss"], "tool_call_accuracy": r["tool_call_accuracy"], "hash": m["hash"][:12],
-            "trained_on": m.get("device")}
-
-
 def make_tasks(cfg: DemoConfig, out: Path, backend: str,
                progress: Callable[[str, int, int], None] | None = None) -> tuple[list[Any], list[Any]]:
     """Stage 2: single-action and multi-step tasks with the demo's tool picks, split into
@@ -344,175 +215,6 @@ def _describe_base(cfg: DemoConfig) -> str:
     if cfg.base == "pretrained":
         return "pretrained (rl/base)"
     return cfg.base
-
-
-def _img(path: Path | None) -> str:
-    if path is None or not path.exists():
-        return ""
-    data = base64.b64encode(path.read_bytes()).decode()
-    return f'<img alt="{html.escape(path.name)}" src="data:image/png;base64,{data}" style="max-width:100%">'
-
-
-def _html_table(header: Iterable[str], rows: Iterable[Iterable[Any]], cls: str = "") -> str:
-    """A <table> with every cell escaped."""
-    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table{f' class={cls}' if cls else ''}><tr>{head}</tr>{body}</table>"
-
-
-def stage_table(stage_minutes: dict[str, float], total: float) -> str:
-    """Time per stage: minutes and share of the whole run, and the total."""
-    rows = [(name, f"{m:.2f}", f"{m / total:.1%}" if total > 0 else "") for name, m in stage_minutes.items()]
-    return _html_table(("stage", "minutes", "share of total"), rows + [("total", f"{total:.2f}", "100%" if total else "")])
-
-
-# The demo's settings as the report groups them: (group, demo keys, sections of the train config).
-SETTING_GROUPS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
-    ("model / base", ("base", "tiny", "seed", "out_dir"), ("model",)),
-    ("tasks", ("domains", "tasks", "held_out", "distractors", "quote_values", "multistep", "multistep_held_out"),
-     ("data",)),
-    ("priming / SFT", ("condition", "sft"), ()),
-    ("Dr. GRPO", (), ("grpo", "trainer", "run")),
-    ("rollout", (), ("rollout",)),
-    ("reward", (), ("reward",)),
-    ("evaluation", ("eval_samples", "base_eval_samples", "curve_every", "curve_tasks", "curve_samples"), ()),
-)
-
-
-def _flatten(prefix: str, value: Any) -> list[tuple[str, str]]:
-    """Dotted keys to scalar values; a list is one value (compact JSON where it holds mappings)."""
-    if isinstance(value, dict) and value:
-        return [row for k, v in value.items() for row in _flatten(f"{prefix}.{k}" if prefix else str(k), v)]
-    if isinstance(value, (list, tuple, dict)):
-        return [(prefix, json.dumps(value, separators=(", ", ": ")))]
-    return [(prefix, json.dumps(value) if value is None or isinstance(value, bool) else str(value))]
-
-
-def settings_groups(cfg: DemoConfig) -> dict[str, list[tuple[str, str]]]:
-    """The demo's settings by group (SETTING_GROUPS), the train section as the GRPO stage gets it
-    (DEFAULT_TRAIN under the config's ``train``); a train section no group names lands in Dr. GRPO."""
-    demo = cfg.model_dump(exclude={"train"})
-    train = _merge(DEFAULT_TRAIN, cfg.train)
-    named = {s for _, _, sections in SETTING_GROUPS for s in sections}
-    out: dict[str, list[tuple[str, str]]] = {}
-    for group, keys, sections in SETTING_GROUPS:
-        rows = [row for k in keys for row in _flatten(k, demo[k])]
-        rows += [row for sec in sections if sec in train for row in _flatten(f"train.{sec}", train[sec])]
-        if group == "Dr. GRPO":
-            rows += [row for sec in train if sec not in named for row in _flatten(f"train.{sec}", train[sec])]
-        if rows:
-            out[group] = rows
-    return out
-
-
-def settings_html(cfg: DemoConfig) -> str:
-    """The settings as a table per group, then the full config as YAML in a fold."""
-    import yaml
-
-    parts = [f"<h3>{html.escape(group)}</h3>" + _html_table(("setting", "value"), rows, cls="kv")
-             for group, rows in settings_groups(cfg).items()]
-    full = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False, default_flow_style=False)
-    parts.append(f"<details><summary>full configuration (YAML: <code>dojo demo</code> reads it back)</summary>"
-                 f"<pre>{html.escape(full)}</pre></details>")
-    return "\n".join(parts)
-
-
-COUNTER_ACCURACY = Path(__file__).resolve().parents[1] / "bench" / "results" / "behaviour_counter.json"
-
-
-def counter_accuracy_row(names: list[str], path: Path = COUNTER_ACCURACY) -> str:
-    """The behaviour table's last row: the heuristic counter's precision / recall per behaviour on its labelled
-    set (bench/behaviour_counter.py); empty where that measurement is not at hand."""
-    try:
-        res = json.loads(path.read_text())
-        acc = res["behaviours"]
-    except (OSError, ValueError, KeyError):
-        return ""
-
-    def cell(n: str) -> str:
-        s = acc.get(n) or {}
-        f = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
-        return f"<td>{f(s.get('precision'))} / {f(s.get('recall'))}</td>"
-
-    return (f"<tr><td><i>counter precision / recall</i> (labelled set, {int(res.get('trajectories', 0))} "
-            f"trajectories)</td><td></td>{''.join(cell(n) for n in names)}</tr>")
-
-
-def write_report(out: Path, result: DemoResult, evals: dict[str, Any], behaviours: Any, cfg: DemoConfig) -> Path:
-    """One self-contained HTML page: the numbers, the reward curve, the behaviours, episodes side by side
-    (rl.episodes_view, which also writes episodes.jsonl beside it), the settings."""
-    from rl.episodes_view import episodes_section
-
-    rows = "".join(
-        f"<tr><td>{name}</td><td>{ev.success:.1%}</td><td>{'' if ev.greedy_success is None else f'{ev.greedy_success:.1%}'}"
-        f"</td><td>{'' if ev.mean_reward is None else f'{ev.mean_reward:.3f}'}</td><td>{ev.mean_sampled_tokens:.0f}</td></tr>"
-        for name, ev in evals.items())
-    brows = ""
-    if behaviours is not None:
-        for g in behaviours.groups:
-            cells = "".join("<td>-</td>" if s.mean is None else f"<td>{s.mean:.2f} ({s.frac or 0:.0%})</td>"
-                            for s in g.behaviours.values())
-            brows += f"<tr><td>{html.escape(g.group)}</td><td>{g.n}</td>{cells}</tr>"
-        names = next(iter(behaviours.groups)).behaviours.keys() if behaviours.groups else []
-        bhead = "".join(f"<th>{html.escape(n)}</th>" for n in names)
-        brows += counter_accuracy_row(list(names))
-    else:
-        bhead = ""
-    verdict = "met" if result.target_met else "not met"
-    frows = "".join(
-        f"<tr><td>{'<b>' + html.escape(f) + '</b>' if row.get('multistep') else html.escape(f)}</td><td>{row['tasks']}</td>"
-        + "".join(f"<td>{row[p]['success']:.1%}</td>" if p in row else "<td></td>" for p in ("base", "sft", "grpo"))
-        + (f"<td>{row['sft']['pass_at_k']:.1%}</td>" if "pass_at_k" in row.get("sft", {}) else "<td></td>")
-        + "</tr>" for f, row in result.families.items())
-
-    def pct(v: float | None) -> str:
-        return "" if v is None else f"{v:.1%}"
-
-    mrow = ("" if result.multistep_sft_success is None else
-            f"<tr><td><b>multi-step, pooled</b></td><td>{result.multistep_held_out_tasks}</td>"
-            f"<td>{pct(result.multistep_base_success)}</td><td>{pct(result.multistep_sft_success)}</td>"
-            f"<td>{pct(result.multistep_grpo_success)}</td><td>{pct(result.multistep_sft_pass_at_k)}</td></tr>")
-    curve_html = ("<p>No learning curve (curve_every=0).</p>" if not result.learning_curve else
-                  "<p>Every few Dr. GRPO steps the policy in training plays the same held-out slice (sampled, "
-                  "per family; the multi-step families pooled in black); beside it, the training reward.</p>"
-                  + _img(Path(result.learning_curve)))
-    summary = base_summary(out / "base")
-    base_html = "" if summary is None else (
-        f"<pre>{html.escape(json.dumps(summary, indent=1))}</pre>" + _img(out / "base_loss_curve.png"))
-    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>tooldojo demo</title>
-<style>body{{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}}
-table{{border-collapse:collapse;margin:1rem 0}}td,th{{border:1px solid #ccc;padding:.3rem .6rem;text-align:right}}
-td:first-child,th:first-child,table.kv td{{text-align:left}}code,pre{{background:#f4f4f4}}</style></head><body>
-<h1>tooldojo demo</h1>
-<p>{result.held_out_tasks} held-out tasks ({result.multistep_held_out_tasks} of them multi-step: look up then act,
-read and report, ask the user) from {', '.join(map(html.escape, cfg.domains))};
-{result.train_tasks} train tasks primed with the <b>{html.escape(result.condition)}</b> condition, then
-{result.grpo_steps} Dr. GRPO steps ({html.escape(result.rollout_engine)} rollouts, {html.escape(result.sandbox_backend)}
-sandboxes). {result.minutes:.1f} minutes in all. Target ({html.escape(result.target)}): <b>{verdict}</b>.</p>
-<h2>Learning curve</h2>{curve_html}
-<h2>Held-out success</h2>
-<p>Success: the final world state equals the gold replay's and every expected output was reported. Sampled:
-{result.eval_samples} episodes per task at temperature 1 ({result.base_eval_samples or result.eval_samples} for the base, which has never seen a tool call answered); greedy: one per task.</p>
-<table><tr><th>policy</th><th>success (sampled)</th><th>success (greedy)</th><th>mean reward</th><th>policy tokens</th></tr>{rows}</table>
-<h2>Held-out success per task family (sampled)</h2>
-<p>Multi-step families in bold (synth.task_families); the others are single-action tasks named by their
-tool. A multi-step family's held-out tasks name no entity its training tasks name.</p>
-<table><tr><th>family</th><th>tasks</th><th>base</th><th>primed</th><th>Dr. GRPO</th><th>primed pass@{result.eval_samples}</th></tr>{frows}{mrow}</table>
-<p>Primed policy pass@{result.eval_samples} (tasks solved in at least one sample):
-{'' if result.sft_pass_at_k is None else f'{result.sft_pass_at_k:.1%}'}.</p>
-<h2>Base model</h2><p>{html.escape(result.base_model)}</p>{base_html}
-<h2>Dr. GRPO reward, groups with reward variance, entropy, episode length</h2>{_img(out / "grpo" / "reward_curve.png")}
-<h2>Behaviours (heuristic counter: mean per trajectory, share with at least one)</h2>
-<p>The last row: how right the counter is, as precision / recall of "shows the behaviour" on a labelled set of
-base, primed, Dr. GRPO and priming trajectories (<code>bench/behaviour_counter.py</code>).</p>
-<table><tr><th>trajectories</th><th>n</th>{bhead}</tr>{brows}</table>
-<h2>Episodes: base, primed and Dr. GRPO side by side</h2>{episodes_section(out)}
-<h2>Time per stage</h2>{stage_table(result.stage_minutes, result.minutes)}
-<h2>Settings</h2>{settings_html(cfg)}
-</body></html>"""
-    path = out / "report.html"
-    path.write_text(page, encoding="utf-8")
-    return path
 
 
 def demo_target(base: Any, sft: Any, grpo: Any, multistep: dict[str, float | None]) -> tuple[str, bool]:
@@ -698,6 +400,8 @@ def run_demo(cfg: DemoConfig, *, console: Any = None,
         multistep_sft_pass_at_k=pass_at_k([o for o in s.per_task if o.task_id in multi]) if multi else None,
         curve=[p.model_dump() for p in curve.points] if curve else [],
         learning_curve=str(learning_curve) if learning_curve else None, target=target, target_met=met)
+    from rl.demo_report import write_report
+
     write_report(out, res, evals, behaviours, cfg)
     (out / "result.json").write_text(res.model_dump_json(indent=2))
     return res

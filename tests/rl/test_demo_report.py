@@ -1,4 +1,4 @@
-"""The demo's HTML report (rl.demo.write_report), rendered from a made-up result: no demo runs here
+"""The demo's HTML report (rl.demo_report.write_report), rendered from a made-up result: no demo runs here
 (tests/rl/test_demo.py runs one)."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import re
 
 import yaml
 
-from rl.demo import DemoConfig, DemoResult, settings_groups, stage_table, write_report
+from rl.demo import DemoConfig, DemoResult
+from rl.demo_report import settings_groups, stage_table, write_report
 from rl.evaluate import PolicyEval
 
 EVIL = "<script>alert(1)</script>"
@@ -73,7 +74,7 @@ def test_the_behaviour_table_shows_the_counters_precision_and_recall(tmp_path):
     import json
 
     from rl.behaviours import BehaviourReport, BehaviourStat, GroupReport
-    from rl.demo import COUNTER_ACCURACY, counter_accuracy_row
+    from rl.demo_report import COUNTER_ACCURACY, counter_accuracy_row
 
     stat = BehaviourStat(mean=0.5, frac=0.25, counted=4)
     names = ["subgoal", "verification", "backtracking", "backward_chaining"]
