@@ -108,15 +108,72 @@ def worker(out: Path, dojo_args: list[str]) -> None:
         return trainer
 
     rl.trainer.build_trainer = build_with_clock
+    sys.stderr = tail = _Tail(sys.stderr)  # before the CLI is imported: its one-line errors go here
     from tooldojo.cli import main
 
     sys.argv = ["dojo", *dojo_args]
-    main()
+    try:
+        main()
+    except BaseException as e:  # noqa: BLE001 - recorded for the parent, then raised as it was
+        if not (isinstance(e, SystemExit) and e.code in (0, None)):
+            import traceback
+
+            out.mkdir(parents=True, exist_ok=True)
+            text = (f"exit {e.code}: {tail.text()}" if isinstance(e, SystemExit)
+                    else "".join(traceback.format_exception(e)))
+            (out / f"rank-{rank}-error.json").write_text(json.dumps({"rank": rank, "error": text[-4000:]}))
+        raise
+
+
+class _Tail:
+    """A stream that passes everything on and keeps the last few thousand characters."""
+
+    def __init__(self, inner: Any, keep: int = 4000):
+        self.inner, self.keep, self.buf = inner, keep, ""
+
+    def write(self, s: str) -> int:
+        self.buf = (self.buf + s)[-self.keep:]
+        return self.inner.write(s)
+
+    def text(self) -> str:
+        return self.buf
+
+    def __getattr__(self, name: str) -> Any:  # flush, fileno, isatty, encoding, ...
+        return getattr(self.inner, name)
+
+
+def rank_errors(clock: Path) -> list[dict[str, Any]]:
+    """What each failed rank raised (the worker writes ``rank-R-error.json``), by rank."""
+    found = [json.loads(f.read_text()) for f in clock.glob("rank-*-error.json")]
+    return sorted(found, key=lambda r: r["rank"])
+
+
+def rank_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The launched processes' environment: the repository first on ``PYTHONPATH``, what the user had
+    there kept (packages provided that way must reach the ranks too)."""
+    env = dict(os.environ if environ is None else environ)
+    env["OMP_NUM_THREADS"] = env.get("OMP_NUM_THREADS", "1")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
+    return env
 
 
 # ------------------------------------------------------------------ setup
 def build_model(out: Path, shape: dict[str, int], seed: int = 0) -> Path:
-    """A random-init Qwen2 of ``shape`` with the tiny model's tokenizer and chat template."""
+    """A random-init Qwen2 of ``shape`` with the tiny model's tokenizer and chat template, built in a
+    child process: its GPU memory goes with it (built in the parent, ~73 GB stayed reserved on GPU 0
+    while the ranks started, and the first FSDP try ran out of memory)."""
+    done = out / "bench-model.json"
+    if done.exists() and json.loads(done.read_text()).get("shape") == shape:
+        return out
+    p = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--build-model", str(out),
+                        "--build-shape", json.dumps(shape), "--build-seed", str(seed)],
+                       capture_output=True, text=True, cwd=ROOT, env=rank_env())
+    if p.returncode != 0 or not done.exists():
+        raise RuntimeError(f"building the {shape} model failed: {p.stderr[-2000:]}")
+    return out
+
+
+def _build_model_here(out: Path, shape: dict[str, int], seed: int = 0) -> Path:
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -146,7 +203,8 @@ def build_model(out: Path, shape: dict[str, int], seed: int = 0) -> Path:
     del model
     if (tiny / "generation_config.json").exists():
         shutil.copy2(tiny / "generation_config.json", out / "generation_config.json")
-    done.write_text(json.dumps({"shape": shape, "parameters": n, "seed": seed}, indent=2) + "\n")
+    done.write_text(json.dumps({"shape": shape, "parameters": n, "seed": seed, "built_by_pid": os.getpid()},
+                               indent=2) + "\n")
     return out
 
 
@@ -171,14 +229,17 @@ def launch(name: str, out: Path, procs: int, overrides: list[str], *, accelerate
         cmd[cmd.index("--num_processes") + 1] = "1"
     log(f"{name}: {procs} process(es): {' '.join(overrides)}")
     t0 = time.perf_counter()
-    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "PYTHONPATH": str(ROOT)}
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=rank_env(), cwd=ROOT)
     res: dict[str, Any] = {"procs": procs, "wall_s": round(time.perf_counter() - t0, 1), "returncode": p.returncode}
     (out / f"{name}.log").write_text(p.stdout + "\n" + p.stderr)
     if p.returncode != 0:
         tail = [line for line in p.stderr.splitlines() if "error" in line.lower() or "Error" in line][-3:]
         res["error"] = " | ".join(tail)[-1500:] or p.stderr[-1500:]
         res["out_of_memory"] = "out of memory" in p.stderr.lower()
+        res["failed_ranks"] = rank_errors(clock)
+        for r in res["failed_ranks"]:
+            res["out_of_memory"] = res["out_of_memory"] or "out of memory" in r["error"].lower()
+            log(f"{name}: rank {r['rank']} raised: {r['error'].strip().splitlines()[-1][:300]}")
         log(f"{name}: failed ({p.returncode}): {res['error'][:300]}")
         return res
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
@@ -219,6 +280,20 @@ def agreement(a: list[float], b: list[float]) -> dict[str, Any]:
             "mean_diff": mean, "se": se, "max_abs_diff": max(abs(x) for x in d), "within_noise": abs(mean) <= 2 * se}
 
 
+def judge(result: dict[str, Any], ran: set[str]) -> dict[str, bool]:
+    """Each target whose runs all ran, met or not; a target with a run missing is not judged (an
+    FSDP-only call measured no scaling, so it says nothing of it)."""
+    verdicts: dict[str, bool] = {}
+    if {"one_small", "multi"} <= ran:
+        verdicts["scaling"] = result.get("scaling") is not None and result["scaling"] >= SCALING_TARGET
+    if {"multi", "one_big"} <= ran:
+        verdicts["agreement"] = bool(result.get("agreement", {}).get("reward", {}).get("within_noise"))
+    fsdp = result.get("fsdp") or {}
+    if {"fsdp", "fsdp_one"} <= ran and "skipped" not in fsdp:
+        verdicts["fsdp_beyond_one_gpu"] = bool(fsdp.get("trains_on_n_gpus")) and not fsdp.get("fits_one_gpu")
+    return verdicts
+
+
 # ------------------------------------------------------------------ main
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -237,10 +312,16 @@ def main() -> int:
                          "--fsdp --runs fsdp,fsdp_one in another; each call's baseline is in it)")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--worker", type=Path, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--build-model", type=Path, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--build-shape", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--build-seed", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("dojo_args", nargs="*", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker is not None:
         worker(args.worker, args.dojo_args)
+        return 0
+    if args.build_model is not None:
+        _build_model_here(args.build_model, json.loads(args.build_shape), args.build_seed)
         return 0
 
     import torch
@@ -319,14 +400,8 @@ def main() -> int:
                               "peak_mem_gb_per_gpu": fsdp.get("peak_mem_gb"),
                               "tokens_per_s": fsdp.get("tokens_per_s")}
     if not args.quick and cuda:
-        ok = []
-        if {"one_small", "multi"} <= wanted:
-            ok.append(result.get("scaling") is not None and result["scaling"] >= SCALING_TARGET)
-        if {"multi", "one_big"} <= wanted:
-            ok.append(bool(result.get("agreement", {}).get("reward", {}).get("within_noise")))
-        if args.fsdp and {"fsdp", "fsdp_one"} <= wanted:
-            ok.append(bool(result["fsdp"].get("trains_on_n_gpus")) and not result["fsdp"].get("fits_one_gpu"))
-        result["target_met"] = all(ok)
+        result["targets_judged"] = judge(result, set(runs))
+        result["target_met"] = all(result["targets_judged"].values()) if result["targets_judged"] else None
     else:
         result["target_met"] = None  # smoke values: 2 shared cores, no target judged
     result["targets"] = {"scaling_min": SCALING_TARGET, "agreement": "|mean paired diff| <= 2 SE"}

@@ -27,64 +27,30 @@ def numbers(obj: Any, path: str = "") -> list[tuple[str, float]]:
     return []
 
 
-QUICK_STUDIES: dict[str, list[str]] = {
-    "priming_study.py": [],
-    "length_bias.py": ["--plot", "{dir}/length_bias.png"],
-    "rl_budget.py": ["--variant", "demo:", "--variant",
-                     "big:train.grpo.per_device_train_batch_size=16;train.grpo.learning_rate=3e-4"],
-    "rl_speed.py": [],
-}
-
-
-@pytest.fixture(scope="module")
-def quick_studies(tmp_path_factory) -> dict[str, tuple[Path, subprocess.Popen]]:
-    """Every --quick study started at once, one torch thread each: each is mostly one core's Python
-    (imports, a tiny model, sandboxes), so side by side they use both cores (4.5 min in a row)."""
+def run_quick(script: str, tmp_path: Path, *extra: str) -> dict[str, Any]:
     pytest.importorskip("trl")
     from tests.conftest import backend_status, require
 
     backend = next((b for b in ("local", "docker") if backend_status(b)[0]), None)
     if backend is None:
         require("local")
-    runs = {}
-    for script, extra in QUICK_STUDIES.items():
-        d = tmp_path_factory.mktemp(script.removesuffix(".py"))
-        with open(d / "stdout.log", "w") as out, open(d / "stderr.log", "w") as err:  # the child keeps its own fds
-            runs[script] = (d, subprocess.Popen(
-                [sys.executable, str(ROOT / "bench" / script), "--quick", "--threads", "1", "--out", str(d / "work"),
-                 "--set", f"train.rollout.sandbox_backend={backend}", *(a.format(dir=d) for a in extra)],
-                stdout=out, stderr=err, text=True))
-    yield runs
-    for _d, proc in runs.values():
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-
-
-def run_quick(script: str, studies: dict[str, tuple[Path, subprocess.Popen]]) -> tuple[dict[str, Any], Path]:
-    """The study's one JSON line (every number finite, no errors) and its folder."""
-    d, proc = studies[script]
-    try:
-        proc.wait(timeout=1500)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        raise
-    out, err = (d / "stdout.log").read_text(), (d / "stderr.log").read_text()
-    assert proc.returncode == 0, err[-3000:] + out[-2000:]
-    result = json.loads(out.strip().splitlines()[-1])
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / script), "--quick", "--out", str(tmp_path / "work"),
+                        "--set", f"train.rollout.sandbox_backend={backend}", *extra],
+                       capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-2000:]
+    result = json.loads(r.stdout.strip().splitlines()[-1])
     bad = [(p, x) for p, x in numbers(result) if not math.isfinite(x)]
     assert not bad, bad
     assert result["quick"] is True and result["errors"] == {}, result["errors"]
-    return result, d
+    return result
 
 
 STAT_KEYS = {"mean", "std", "min", "max", "n"}
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1800)
-def test_priming_study_quick_prints_one_json_line_last(quick_studies):
-    res, tmp_path = run_quick("priming_study.py", quick_studies)
+def test_priming_study_quick_prints_one_json_line_last(tmp_path):
+    res = run_quick("priming_study.py", tmp_path)
     assert {"conditions", "base", "verdict", "settings", "machine", "minutes", "seeds"} <= set(res)
     assert res["seeds"] == [0] and set(res["conditions"]) == {"all", "none"}
     for row in res["conditions"].values():
@@ -106,10 +72,9 @@ def test_priming_study_quick_prints_one_json_line_last(quick_studies):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1800)
-def test_length_bias_quick_prints_one_json_line_last(quick_studies):
-    res, tmp_path = run_quick("length_bias.py", quick_studies)
+def test_length_bias_quick_prints_one_json_line_last(tmp_path):
     png = tmp_path / "length_bias.png"
+    res = run_quick("length_bias.py", tmp_path, "--plot", str(png))
     assert {"methods", "verdict", "settings", "checkpoint", "steps", "k", "minutes"} <= set(res)
     assert res["steps"] == 3 and set(res["methods"]) == {"grpo", "dr_grpo"}
     for m, r in res["methods"].items():
@@ -124,9 +89,9 @@ def test_length_bias_quick_prints_one_json_line_last(quick_studies):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1800)
-def test_rl_budget_quick_prints_one_json_line_last(quick_studies):
-    res, tmp_path = run_quick("rl_budget.py", quick_studies)
+def test_rl_budget_quick_prints_one_json_line_last(tmp_path):
+    res = run_quick("rl_budget.py", tmp_path, "--variant", "demo:", "--variant",
+                    "big:train.grpo.per_device_train_batch_size=16;train.grpo.learning_rate=3e-4")
     assert {"primed", "variants", "settings", "machine", "minutes", "seeds"} <= set(res)
     assert res["seeds"] == [0] and res["variant_list"] == ["demo", "big"]
     assert res["variants"]["big"]["overrides"] == ["train.grpo.per_device_train_batch_size=16",
@@ -165,9 +130,8 @@ def test_rl_budget_refuses_a_bad_variant_before_running(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1800)
-def test_rl_speed_quick_prints_one_json_line_last(quick_studies):
-    res, _ = run_quick("rl_speed.py", quick_studies)
+def test_rl_speed_quick_prints_one_json_line_last(tmp_path):
+    res = run_quick("rl_speed.py", tmp_path)
     assert res["bench"] == "rl_speed" and res["baseline"] == "today" and res["candidate"] == "fast"
     assert res["episodes"] == 32
     for name, per_step in (("today", 16), ("fast", 32)):

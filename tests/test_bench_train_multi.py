@@ -33,3 +33,58 @@ def test_bench_train_multi_quick_prints_one_json_line_last(tmp_path):
         runs["multi"]["tokens_per_s"] / runs["one_small"]["tokens_per_s"], rel=0.01)
     assert result["agreement"]["reward"]["steps"] == 2
     assert result["target_met"] is None  # smoke values on CPU
+
+
+def _train_multi():
+    """bench/train_multi.py as a module (it imports its sibling _common, which fixes sys.path)."""
+    import importlib.util
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    spec = importlib.util.spec_from_file_location("bench_train_multi", ROOT / "bench" / "train_multi.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_ranks_keep_the_users_pythonpath():
+    tm = _train_multi()
+    env = tm.rank_env({"PYTHONPATH": "/opt/extra:/opt/more", "OMP_NUM_THREADS": "4"})
+    assert env["PYTHONPATH"].split(":") == [str(ROOT), "/opt/extra", "/opt/more"] and env["OMP_NUM_THREADS"] == "4"
+    assert tm.rank_env({})["PYTHONPATH"] == str(ROOT) and tm.rank_env({})["OMP_NUM_THREADS"] == "1"
+
+
+def test_a_target_is_judged_only_when_its_runs_ran():
+    tm = _train_multi()
+    fsdp = {"fsdp": {"trains_on_n_gpus": True, "fits_one_gpu": None}}
+    assert tm.judge(fsdp, {"fsdp"}) == {}  # an FSDP-only call measured no scaling: nothing judged
+    assert tm.judge({"fsdp": {"trains_on_n_gpus": True, "fits_one_gpu": False}}, {"fsdp", "fsdp_one"}) == \
+        {"fsdp_beyond_one_gpu": True}
+    ddp = {"scaling": 1.5, "agreement": {"reward": {"within_noise": True}}}
+    assert tm.judge(ddp, {"one_small", "multi", "one_big"}) == {"scaling": False, "agreement": True}
+    assert tm.judge(ddp, {"one_small", "multi"}) == {"scaling": False}
+
+
+def test_the_model_is_built_in_a_child_process(tmp_path):
+    """The parent never holds the model (on a GPU its cache stayed reserved while the ranks started)."""
+    import os
+
+    tm = _train_multi()
+    shape = {"hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
+             "intermediate_size": 128}
+    out = tm.build_model(tmp_path / "m", shape)
+    meta = json.loads((out / "bench-model.json").read_text())
+    assert meta["shape"] == shape and meta["parameters"] > 0 and meta["built_by_pid"] != os.getpid()
+    assert (out / "config.json").is_file() and (out / "tokenizer.json").is_file()
+    assert tm.build_model(tmp_path / "m", shape) == out  # built once
+
+
+def test_a_failed_rank_is_named_with_what_it_raised(tmp_path):
+    pytest.importorskip("trl")
+    pytest.importorskip("accelerate")
+    tm = _train_multi()
+    res = tm.launch("bad", tmp_path, 2, ["model.tiny=false", f"model.name_or_path={tmp_path / 'no-such-model'}",
+                                         "rollout.use_vllm=false", "run.logging=[]"], timeout=600)
+    assert res["returncode"] != 0
+    ranks = res["failed_ranks"]
+    assert [r["rank"] for r in ranks] == [0, 1], res
+    assert all("no-such-model" in r["error"] for r in ranks), ranks
