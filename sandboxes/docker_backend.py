@@ -34,7 +34,8 @@ from sandboxes.api import SCRATCH, WORKDIR, Sandbox, Transport
 from sandboxes.docker_client import client
 from sandboxes.errors import BackendUnavailable, ImageNotFound, SandboxDead, SandboxStartError
 from sandboxes.image import SERVER_PATH_IN_IMAGE, resolve_image
-from sandboxes.local_backend import CGROUP_ROOT, COMMAND_PROCS_IN_SANDBOX, COMMANDS, server_reserve_mb
+from sandboxes.local_backend import (CGROUP_ROOT, COMMAND_PROCS_IN_SANDBOX, COMMANDS, OOMWatch, oom_kill_count,
+                                     server_reserve_mb)
 from sandboxes.models import SandboxConfig
 
 LABEL = "tooldojo.sandbox"
@@ -123,14 +124,7 @@ class CommandCgroup:
 
     def oom_kills(self) -> int:
         """OOM kills among commands (v1's oom_control counts its own cgroup only)."""
-        try:
-            for line in (self.memory / COMMANDS / "memory.oom_control").read_text().splitlines():
-                k, _, v = line.partition(" ")
-                if k == "oom_kill":
-                    return int(v)
-        except (OSError, ValueError):
-            pass
-        return 0
+        return oom_kill_count(self.memory / COMMANDS / "memory.oom_control")
 
     def remove(self, wait_s: float = 10.0) -> bool:
         """Delete the parent in every hierarchy, children first. Commands left in ours are killed;
@@ -292,15 +286,10 @@ class DockerSandbox(Sandbox):
         super().__init__(config, transport, sandbox_id)
         self.container_id = transport.container_id
         self.memory_split = transport.cgroup
-        self._oom_seen = self.memory_split.oom_kills() if self.memory_split else 0
+        self._oom = OOMWatch(self.memory_split.oom_kills) if self.memory_split else None
 
     async def _backend_oom(self) -> bool:
-        # Commands are OOM-killed in their own cgroup, whose counter the server cannot see.
-        if self.memory_split is None:
-            return False
-        n = self.memory_split.oom_kills()
-        hit, self._oom_seen = n > self._oom_seen, n
-        return hit
+        return self._oom is not None and self._oom.new()
 
     async def _shutdown(self) -> None:
         t: DockerTransport = self._transport  # type: ignore[assignment]

@@ -19,6 +19,7 @@ import signal
 import subprocess
 import tempfile
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -144,23 +145,39 @@ class Cgroup:
 
     def oom_kills(self) -> int:
         if self.version == 2:
-            files = [self.dirs["unified"] / "memory.events"]
-        else:  # v1's oom_control counts its own cgroup only: add the commands' child
-            files = [self.dirs["memory"] / "memory.oom_control", self.dirs["memory"] / COMMANDS / "memory.oom_control"]
-        n = 0
-        for f in files:
-            try:
-                for line in f.read_text().splitlines():
-                    k, _, v = line.partition(" ")
-                    if k == "oom_kill":
-                        n += int(v)
-            except (OSError, ValueError, KeyError):
-                pass
-        return n
+            return oom_kill_count(self.dirs["unified"] / "memory.events")
+        # v1's oom_control counts its own cgroup only: add the commands' child
+        return (oom_kill_count(self.dirs["memory"] / "memory.oom_control")
+                + oom_kill_count(self.dirs["memory"] / COMMANDS / "memory.oom_control"))
 
     def remove(self) -> None:
         for d in self.dirs.values():
             _rmdir_cgroup(d)
+
+
+def oom_kill_count(path: Path) -> int:
+    """The ``oom_kill`` line of a memory cgroup's ``memory.events`` / ``memory.oom_control`` (0 if unreadable)."""
+    try:
+        for line in path.read_text().splitlines():
+            k, _, v = line.partition(" ")
+            if k == "oom_kill":
+                return int(v)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+class OOMWatch:
+    """OOM kills among commands since the last look, counted by a cgroup the tool server cannot see."""
+
+    def __init__(self, count: Callable[[], int]):
+        self.count = count
+        self.seen = count()
+
+    def new(self) -> bool:
+        n = self.count()
+        hit, self.seen = n > self.seen, n
+        return hit
 
 
 def _write(path: Path, value: str, optional: bool = False) -> None:
@@ -254,14 +271,10 @@ class LocalSandbox(Sandbox):
     def __init__(self, config: SandboxConfig, transport: ProcessTransport, sandbox_id: str, cgroup: Cgroup | None):
         super().__init__(config, transport, sandbox_id)
         self.cgroup = cgroup
-        self._oom_seen = cgroup.oom_kills() if cgroup else 0
+        self._oom = OOMWatch(cgroup.oom_kills) if cgroup else None
 
     async def _backend_oom(self) -> bool:
-        if self.cgroup is None:
-            return False
-        n = self.cgroup.oom_kills()
-        hit, self._oom_seen = n > self._oom_seen, n
-        return hit
+        return self._oom is not None and self._oom.new()
 
     async def _shutdown(self) -> None:
         await self._transport.kill()
