@@ -34,8 +34,14 @@ from sandboxes.api import SCRATCH, WORKDIR, Sandbox, Transport
 from sandboxes.docker_client import client
 from sandboxes.errors import BackendUnavailable, ImageNotFound, SandboxDead, SandboxStartError
 from sandboxes.image import SERVER_PATH_IN_IMAGE, resolve_image
-from sandboxes.local_backend import (CGROUP_ROOT, COMMAND_PROCS_IN_SANDBOX, COMMANDS, OOMWatch, oom_kill_count,
-                                     server_reserve_mb)
+from sandboxes.local_backend import (
+    CGROUP_ROOT,
+    COMMAND_PROCS_IN_SANDBOX,
+    COMMANDS,
+    OOMWatch,
+    oom_kill_count,
+    server_reserve_mb,
+)
 from sandboxes.models import SandboxConfig
 
 LABEL = "tooldojo.sandbox"
@@ -387,7 +393,6 @@ def _command_cgroup(cfg: SandboxConfig, name: str) -> CommandCgroup | None:
 
 
 async def start(cfg: SandboxConfig) -> DockerSandbox:
-    import docker.errors
 
     c = await anyio.to_thread.run_sync(client)
     image = resolve_image(cfg.image)
@@ -488,6 +493,7 @@ def list_sandboxes() -> list[dict]:
     c = client()
     return [
         {"id": i["Id"][:12], "name": (i.get("Names") or ["?"])[0].lstrip("/"), "state": i.get("State"),
-         "owner_pid": (i.get("Labels") or {}).get(owner.PID_LABEL), "owner_alive": owner.is_alive(i.get("Labels") or {})}
+         "owner_pid": (i.get("Labels") or {}).get(owner.PID_LABEL),
+         "owner_alive": owner.is_alive(i.get("Labels") or {})}
         for i in c.api.containers(all=True, filters={"label": LABEL})
     ]
