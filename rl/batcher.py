@@ -62,6 +62,8 @@ class GenerationBatcher:
         the moment it arrives instead: see :meth:`_serve_streaming`."""
         if getattr(self.generator, "streaming", False):
             return self._serve_streaming(done)
+        # a sharded policy (rl.distributed.LockstepHFGenerator): every rank takes part in every round
+        lockstep = getattr(self.generator, "lockstep", False)
         batch: list[tuple[GenRequest, concurrent.futures.Future]] = []
         deadline = None
         while True:
@@ -71,8 +73,10 @@ class GenerationBatcher:
             except queue.Empty:
                 item = None
                 if not batch:
-                    if done.done():
-                        return
+                    if done.done() and self._queue.empty():
+                        if not lockstep or not self.generator.sync(busy=False):
+                            return
+                        self.generator.idle()  # another rank generates this round
                     continue
             if item is not None:
                 batch.append(item)
@@ -80,7 +84,9 @@ class GenerationBatcher:
             with self._lock:
                 waiting_for = self._active
             if batch and (len(batch) >= waiting_for or time.monotonic() >= deadline):
-                self._answer(batch)
+                if lockstep:
+                    self.generator.sync(busy=True)
+                self._answer(batch, lockstep=lockstep)
                 batch, deadline = [], None
 
     def _serve_streaming(self, done: concurrent.futures.Future) -> None:
@@ -133,15 +139,17 @@ class GenerationBatcher:
     def _add_generate_s(self, t0: float) -> None:
         self.generate_s += time.perf_counter() - t0
 
-    def _answer(self, batch: list[tuple[GenRequest, concurrent.futures.Future]]) -> None:
+    def _answer(self, batch: list[tuple[GenRequest, concurrent.futures.Future]], *, lockstep: bool = False) -> None:
         live = [(r, f) for r, f in batch if f.set_running_or_notify_cancel()]
-        if not live:
-            return
         # arrival order is timing; a fixed order keeps the samples reproducible
         live.sort(key=lambda rf: (rf[0].seed is None, rf[0].seed or 0, rf[0].prompt_ids))
         if self.error is not None:
             for _, f in live:
                 f.set_exception(RolloutError(f"generation failed earlier in this batch: {self.error!r}"))
+            live = []
+        if not live:
+            if lockstep:  # the round was announced: the other ranks generate in it
+                self.generator.idle()
             return
         t0 = time.perf_counter()
         try:

@@ -230,7 +230,18 @@ class RolloutConfig(_Section):
                             "on the number of processes (slow; for checking multi-process runs)")
     hf_continuous_batching: dict[str, Any] = Field(
         default_factory=dict, description="transformers ContinuousBatchingConfig keywords over rl.continuous's "
-                                          "defaults (max_memory_percent 0.5, CUDA graphs)")
+                                          "defaults (the cache sized to the work, CUDA graphs)")
+    generation_memory: Literal["work", "free"] = Field(
+        "work", description="how transformers generation sizes its KV cache on a GPU: work, from the step's episodes "
+                            "(this rank's generation batch x (longest prompt + grpo.max_completion_length)); free, a "
+                            "share of free GPU memory (generation_memory_cap), as transformers does")
+    generation_memory_cap: float = Field(
+        0.5, gt=0.0, le=1.0, description="the largest share of free GPU memory generation's KV cache may take "
+                                         "(transformers' max_memory_percent; hf_continuous_batching's wins)")
+    fsdp_generation: Literal["sharded", "replica"] = Field(
+        "sharded", description="under FSDP: sharded, every rank generates with the sharded policy in lockstep (FSDP "
+                               "gathers one layer at a time, no full copy); replica, a full unsharded copy per rank "
+                               "refreshed each step (faster, but every GPU must hold the whole model)")
     vllm_streaming: bool = Field(
         False, description="stream requests into the colocated vLLM engine (rl.vllm_stream): an episode's next "
                            "turn joins the running batch instead of waiting for the turn's slowest answer; faster, "
@@ -286,6 +297,10 @@ class TrainerConfig(_Section):
     shared_prefix_tolerance: float = Field(
         1e-3, gt=0.0, description="the largest per-token log-prob difference (nats) the check accepts; float32 "
                                   "agrees within ~1e-5 (tests/rl/test_shared_prefix.py); raise it for bfloat16")
+    fsdp_fp32_master: bool = Field(
+        False, description="under FSDP with bf16: accelerate's float32 master copy of the parameters (its default "
+                           "under mixed precision: 16 bytes a parameter with Adam, sharded). false: parameters, "
+                           "gradients and Adam state stay in the model's bf16 (8 bytes a parameter), as on one GPU")
 
 
 class TrainConfig(_Section):

@@ -16,10 +16,16 @@ may straddle ranks. On top of that, tooldojo needs:
   model (the others wait, then read), writes metrics, checkpoints' trainer state, the episode
   files (every rank's episodes, gathered), the progress bar and the report.
 - **A sandbox pool per rank**: ``rollout.sandboxes`` is the run's total, each rank gets its share.
-- **Generation under FSDP**: a sharded model cannot generate on its own (each forward is a
-  collective, and ranks run different episodes). :class:`PolicyForGeneration` gathers the full
-  parameters once per step (every rank at once) into a plain copy that generates locally.
-  vLLM's weight sync gathers them too (TRL's ``_iter_named_params``, used by ``rl.vllm_sync``).
+- **Generation under FSDP** (``rollout.fsdp_generation``): each forward of a sharded model
+  all-gathers one layer at a time, a collective, while ranks run different episodes. With
+  ``sharded`` (default) every rank generates with the sharded model itself in lockstep
+  (:class:`LockstepHFGenerator`): a generation round starts on every rank at once, a rank with
+  nothing to generate joins with a one-token dummy, and transformers' ``synced_gpus`` keeps every
+  rank's decode loop running until all are done. No rank ever holds more than its shards and one
+  gathered layer, so FSDP can train (and sample from) a policy no single GPU can hold. With
+  ``replica`` :class:`PolicyForGeneration` gathers the full parameters once per step into a plain
+  copy that generates alone (faster decoding, a whole model per GPU). vLLM's weight sync gathers
+  them too (TRL's ``_iter_named_params``, used by ``rl.vllm_sync``).
 - **Failing fast.** A rank that raises prints one ``error: rank R/W: ...`` line, records the
   reason in torchelastic's error file (the launcher's summary then names the rank and the
   reason) and exits non-zero; the launcher then stops the other ranks instead of letting them
@@ -41,6 +47,7 @@ from typing import Any
 log = logging.getLogger("tooldojo.rl")
 
 __all__ = [
+    "LockstepHFGenerator",
     "PolicyForGeneration",
     "Ranks",
     "allow_indexed_cpu_restore",
@@ -192,31 +199,40 @@ def is_fsdp(model: Any) -> bool:
 
 
 class PolicyForGeneration:
-    """The policy as generation sees it: the training model itself (unwrapped from DDP), or, when
-    it is sharded by FSDP, an unsharded replica on this rank.
+    """The policy as generation sees it: the training model itself (unwrapped from DDP); when it is
+    sharded by FSDP, either the sharded model itself (``mode="sharded"``: generation must then run
+    in lockstep on every rank, :attr:`lockstep`) or an unsharded replica on this rank
+    (``mode="replica"``).
 
-    A sharded model cannot generate by itself: each forward all-gathers parameters, a collective,
-    and ranks run different episodes, so they would call it a different number of times.
-    :meth:`refresh` (a collective: every rank calls it at the same point, once per rollout) gathers
-    the full parameters with ``get_model_state_dict(full_state_dict=True)`` into the replica, which
-    then generates without any collective. It costs one full model per rank in the training
-    dtype (bf16 with ``bf16``), without gradients or optimizer state."""
+    A replica is refreshed by :meth:`refresh` (a collective: every rank calls it at the same point,
+    once per rollout), which gathers the full parameters with
+    ``get_model_state_dict(full_state_dict=True)``; it then generates without any collective. It
+    costs one full model per rank in the training dtype (bf16 with ``bf16``), without gradients or
+    optimizer state: for a policy no single GPU can hold, use ``sharded``."""
 
-    def __init__(self, trainer: Any):
+    def __init__(self, trainer: Any, mode: str = "replica"):
+        if mode not in ("sharded", "replica"):
+            raise ValueError(f"FSDP generation mode must be sharded or replica, not {mode!r}")
         self.trainer = trainer
         self.sharded = is_fsdp(trainer.model_wrapped if trainer.model_wrapped is not None else trainer.model)
+        self.mode = mode
         self.replica: Any = None
         self.step: int | None = None
 
+    @property
+    def lockstep(self) -> bool:
+        """Whether generation runs the sharded model, so every rank must generate in lockstep."""
+        return self.sharded and self.mode == "sharded"
+
     def __call__(self) -> Any:
-        if not self.sharded:
+        if not self.sharded or self.lockstep:
             return self.trainer.accelerator.unwrap_model(self.trainer.model)
         if self.replica is None:
             raise RuntimeError("the FSDP generation replica was not refreshed before generating")
         return self.replica
 
     def refresh(self) -> None:
-        if not self.sharded or self.step == self.trainer.state.global_step:
+        if not self.sharded or self.lockstep or self.step == self.trainer.state.global_step:
             return
         import torch
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
@@ -260,3 +276,57 @@ class SequentialHFGenerator:
 
     def generate(self, requests: Sequence[Any]) -> list[Any]:
         return [self.inner.generate([r])[0] for r in requests]
+
+
+# ------------------------------------------------------------------ generation with a sharded policy
+class LockstepHFGenerator:
+    """transformers generation with an FSDP-sharded policy, every rank in step with the others.
+
+    Each forward of the sharded model all-gathers its layers one at a time, a collective, so every
+    rank must run the same number of forwards. :meth:`sync` (called by the batcher before each
+    round, :class:`rl.batcher.GenerationBatcher`) tells every rank whether any rank still has work;
+    a rank with none this round runs :meth:`idle` (a one-token dummy) while the others generate, and
+    ``synced_gpus`` keeps each ``generate`` stepping until every rank's sequences are done. A rank
+    that fails raises and exits; the launcher then stops the others (see :func:`record_failure`)."""
+
+    lockstep = True
+
+    def __init__(self, inner: Any):
+        self.inner = inner  # an rl.generators.HFGenerator on the sharded model
+        self.inner.synced_gpus = True
+        self.context_limit = inner.context_limit
+        self.rounds = 0
+        self.idle_rounds = 0
+
+    def _device(self) -> Any:
+        import torch
+        import torch.distributed as dist
+
+        if dist.get_backend() == "nccl":
+            return torch.device("cuda", torch.cuda.current_device())
+        return torch.device("cpu")
+
+    def sync(self, busy: bool) -> bool:
+        """Whether any rank has requests to generate this round (every rank must call it)."""
+        import torch
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()):
+            return busy
+        flag = torch.tensor([1.0 if busy else 0.0], device=self._device())
+        dist.all_reduce(flag, op=dist.ReduceOp.SUM)
+        return bool(flag.item() > 0)
+
+    def generate(self, requests: Sequence[Any]) -> list[Any]:
+        self.rounds += 1
+        return self.inner.generate(requests)
+
+    def idle(self) -> None:
+        """Join a round with nothing to generate: one token from a one-token prompt, kept stepping by
+        ``synced_gpus`` as long as another rank decodes."""
+        from rl.generation import GenRequest
+
+        self.rounds += 1
+        self.idle_rounds += 1
+        pad = self.inner.tokenizer.pad_token_id
+        self.inner.generate([GenRequest(prompt_ids=[pad if pad is not None else self.inner.eos_ids[0]], max_tokens=1)])

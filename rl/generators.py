@@ -91,6 +91,7 @@ class HFGenerator:
         self.sampling = sampling
         self.eos_ids = list(eos_ids)
         self.context_limit = context_limit
+        self.synced_gpus = False  # every rank steps until all are done (a sharded policy: rl.distributed)
 
     def generate(self, requests: Sequence[GenRequest]) -> list[GenResult]:
         import torch
@@ -121,7 +122,7 @@ class HFGenerator:
                     input_ids=ids.to(device), attention_mask=mask.to(device), do_sample=not greedy, **sample_kw,
                     repetition_penalty=s.repetition_penalty, max_new_tokens=max(r.max_tokens for r in requests),
                     eos_token_id=self.eos_ids, pad_token_id=pad, output_scores=True, return_dict_in_generate=True,
-                    use_cache=True)
+                    use_cache=True, synced_gpus=self.synced_gpus)
         finally:
             model.train(was_training)
         new = out.sequences[:, width:]

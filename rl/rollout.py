@@ -126,6 +126,9 @@ class MultiTurnRollout:
         vllm_streaming: bool = False,
         difficulty_filter: Any = None,
         extra_generations: int = 0,
+        generation_memory: str = "work",
+        generation_memory_cap: float = 0.5,
+        fsdp_generation: str = "sharded",
     ):
         from sandboxes import SandboxConfig
         from synth.usersim import ScriptedUser
@@ -160,6 +163,13 @@ class MultiTurnRollout:
         if extra_generations < 0:
             raise ValueError(f"extra_generations must be >= 0, not {extra_generations}")
         self.extra_generations = extra_generations
+        if generation_memory not in ("work", "free"):
+            raise ValueError(f"generation_memory must be work or free, not {generation_memory!r}")
+        if fsdp_generation not in ("sharded", "replica"):
+            raise ValueError(f"fsdp_generation must be sharded or replica, not {fsdp_generation!r}")
+        self.generation_memory, self.generation_memory_cap = generation_memory, generation_memory_cap
+        self.fsdp_generation = fsdp_generation
+        self._longest_prompt: int | None = None
         self.difficulty = None  # rl.difficulty.DifficultyFilter, from a DifficultyFilterConfig that is enabled
         if difficulty_filter is not None and difficulty_filter.enabled:
             from rl.difficulty import DifficultyFilter
@@ -221,6 +231,12 @@ class MultiTurnRollout:
         text = self.tokenizer.apply_chat_template(messages, tools=[t.to_openai() for t in specs] or None,
                                                   tokenize=False, add_generation_prompt=True)
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def longest_prompt(self) -> int:
+        """The longest episode prompt over the training tasks (tokens), counted once."""
+        if self._longest_prompt is None:
+            self._longest_prompt = max(self.prompt_tokens(t) for t in self.tasks.values())
+        return self._longest_prompt
 
     def check_prompts_fit(self, context_limit: int) -> None:
         """Refuse a run in which no episode can generate: every task's prompt (system prompt and tool
@@ -299,22 +315,35 @@ class MultiTurnRollout:
         eos = list(eos) if isinstance(eos, (list, tuple)) else [eos]
         limit = int(getattr(trainer.model.config, "max_position_embeddings", 0) or tok.model_max_length)
 
-        from rl.distributed import PolicyForGeneration, SequentialHFGenerator
+        from rl.distributed import LockstepHFGenerator, PolicyForGeneration, SequentialHFGenerator
 
-        model_fn = self.policy = PolicyForGeneration(trainer)  # the unsharded policy, under FSDP too
+        # the policy as generation sees it; under FSDP the sharded model itself, or a full replica
+        model_fn = self.policy = PolicyForGeneration(trainer, mode=self.fsdp_generation)
 
         mode = self.hf_generation
-        if mode == "auto":  # continuous batching pays off where decoding is launch-bound: on a GPU
+        if model_fn.lockstep:  # ranks must call the sharded model equally often: padded batches in lockstep
+            if mode not in ("auto", "padded"):
+                log.warning("rollout.hf_generation=%s: under FSDP with fsdp_generation=sharded every rank generates "
+                            "padded batches in lockstep", mode)
+            mode = "lockstep"
+        elif mode == "auto":  # continuous batching pays off where decoding is launch-bound: on a GPU
             mode = "continuous" if trainer.model.device.type == "cuda" else "padded"
         if mode == "continuous":
-            from rl.continuous import ContinuousHFGenerator
+            from rl.continuous import CacheWork, ContinuousHFGenerator
 
+            work = None
+            if self.generation_memory == "work":
+                per_rank = args.per_device_train_batch_size * (args.steps_per_generation or 1)
+                work = CacheWork(sequences=per_rank, tokens=self.longest_prompt() + self.max_completion_length)
             self.generator = ContinuousHFGenerator(model_fn, tok, sampling, eos_ids=eos, context_limit=limit,
-                                                   cb_config=self.hf_continuous_batching)
+                                                   cb_config=self.hf_continuous_batching, work=work,
+                                                   memory_cap=self.generation_memory_cap)
         else:
             self.generator = HFGenerator(model_fn, tok, sampling, eos_ids=eos, context_limit=limit)
             if mode == "sequential":
                 self.generator = SequentialHFGenerator(self.generator)
+            elif mode == "lockstep":
+                self.generator = LockstepHFGenerator(self.generator)
         log.info("multi-turn rollouts generate with transformers (%s batches)", mode)
         return self.generator
 
@@ -445,8 +474,9 @@ class MultiTurnRollout:
         n = len(episodes)  # numbered after the batch and dynamic sampling's ranges, in a range per rank
         first = n * self.world_size * (1 + self.dynamic_sampling) + self.rank * n * self.extra_generations
         todo, extra = list(hard), 0
+        lockstep = getattr(generator, "lockstep", False)  # every rank runs every round (rl.distributed)
         for _ in range(self.extra_generations):
-            if not todo:
+            if not todo and not lockstep:
                 break
             fresh = self._episodes([self.tasks[groups[k][0].task_id] for k in todo for _ in range(g)],
                                    generator, step, first, stats)
@@ -499,14 +529,15 @@ class MultiTurnRollout:
         # refill episodes are numbered after the whole step's batch, in a range of their own per rank
         n = len(episodes)
         first = n * self.world_size + self.rank * n * self.dynamic_sampling
+        lockstep = getattr(generator, "lockstep", False)  # every rank runs every round (rl.distributed)
         for rnd in range(self.dynamic_sampling):
-            if not flat:
+            if not flat and not lockstep:
                 break
             # each rank draws from its own part of the tasks, so no two ranks refill with the same task
             # (and, with the difficulty filter, not from the tasks it marked: they would be flat again)
             pool = sorted(tid for tid in self.tasks if tid not in used and not self._marked(tid))[
                 self.rank::self.world_size]
-            if not pool:
+            if not pool and not lockstep:
                 break
             rng = random.Random(f"{self.seed}/{step}/{rnd}")
             picks = rng.sample(pool, min(len(flat), len(pool)))

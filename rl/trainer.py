@@ -89,6 +89,11 @@ def _load_tokenizer(path: str):
     return tok
 
 
+def fsdp_requested() -> bool:
+    """Whether the launch asks for FSDP (accelerate's config sets this for every process)."""
+    return os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true"
+
+
 def build_trainer(cfg: TrainConfig, run_dir: Path, rollout: Any, tokenizer: Any, model_path: str,
                   callbacks: list[Any] | None = None, **grpo_extra: Any):
     """The ``GRPOTrainer`` for ``cfg`` whose ``rollout_func`` is ``rollout`` (entered)."""
@@ -102,6 +107,12 @@ def build_trainer(cfg: TrainConfig, run_dir: Path, rollout: Any, tokenizer: Any,
     args = to_grpo_config(cfg, **{**trainer_kwargs(cfg, run_dir), "shuffle_dataset": False,
                                   "ddp_find_unused_parameters": False, **grpo_extra})
     dtype = cfg.model.dtype if cfg.model.dtype != "auto" else ("bfloat16" if args.bf16 else "float32")
+    if fsdp_requested() and args.bf16 and dtype == "bfloat16" and not cfg.trainer.fsdp_fp32_master:
+        # Under mixed precision accelerate's FSDP2 upcasts every parameter to a float32 master copy
+        # (16 bytes a parameter with Adam): sharded over 2 GPUs that is what one GPU holds in bf16,
+        # so FSDP would train nothing larger. Without it the weights, gradients and Adam state stay
+        # bf16, as on one GPU, and compute is bf16 anyway.
+        args.bf16, args.mixed_precision = False, "no"
     if args.use_vllm:
         from rl.vllm_sync import patch_trl_colocate_sync, set_colocate_engine_kwargs
 
@@ -128,7 +139,7 @@ def build_trainer(cfg: TrainConfig, run_dir: Path, rollout: Any, tokenizer: Any,
         from rl.distributed import allow_indexed_cpu_restore
 
         allow_indexed_cpu_restore()  # resuming loads the optimizer onto cpu:<rank>
-    if os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true" and not trainer.is_fsdp_enabled:
+    if fsdp_requested() and not trainer.is_fsdp_enabled:
         # accelerate turns FSDP on for GPU backends only; on CPU (gloo) the launch trains as DDP
         log.warning("the accelerate config asks for FSDP, but accelerate runs FSDP on GPUs only: this run trains "
                     "with DDP (%s)", trainer.accelerator.distributed_type)
@@ -180,7 +191,8 @@ def train(cfg: TrainConfig, *, run_dir: Path | None = None, resume_from: str | N
         episodes_dir=run_dir / "episodes" if ro.save_episodes else None, hf_generation=ro.hf_generation,
         hf_continuous_batching=ro.hf_continuous_batching, dynamic_sampling=ro.dynamic_sampling,
         vllm_streaming=ro.vllm_streaming, difficulty_filter=ro.difficulty_filter,
-        extra_generations=ro.extra_generations)
+        extra_generations=ro.extra_generations, generation_memory=ro.generation_memory,
+        generation_memory_cap=ro.generation_memory_cap, fsdp_generation=ro.fsdp_generation)
     rollout.check_prompts_fit(context_limit(model_path, ro.vllm_max_model_length if ro.use_vllm else None))
     with rollout:
         trainer = build_trainer(cfg, run_dir, rollout, tokenizer, model_path, callbacks, **grpo_extra)

@@ -39,10 +39,16 @@ def _train_multi():
     """bench/train_multi.py as a module (it imports its sibling _common, which fixes sys.path)."""
     import importlib.util
 
-    sys.path.insert(0, str(ROOT / "bench"))
-    spec = importlib.util.spec_from_file_location("bench_train_multi", ROOT / "bench" / "train_multi.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    bench = str(ROOT / "bench")
+    sys.path.insert(0, bench)
+    try:
+        spec = importlib.util.spec_from_file_location("bench_train_multi", ROOT / "bench" / "train_multi.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:  # bench/rewards.py would shadow the rewards package for every later test (_common removes
+        # bench/ from sys.path only when first imported)
+        while bench in sys.path:
+            sys.path.remove(bench)
     return mod
 
 
@@ -88,3 +94,45 @@ def test_a_failed_rank_is_named_with_what_it_raised(tmp_path):
     ranks = res["failed_ranks"]
     assert [r["rank"] for r in ranks] == [0, 1], res
     assert all("no-such-model" in r["error"] for r in ranks), ranks
+
+
+def test_the_fsdp_shape_is_one_no_single_gpu_can_train_but_n_can_hold():
+    tm = _train_multi()
+    for card in (80 * 2**30, 141 * 2**30):  # an H100's, an H200's memory
+        name, shape = tm.fsdp_shape("auto", card, 2)
+        p = tm.shape_parameters(shape)
+        assert name.startswith("auto-") and 8 * p > card and 8 * p / 2 <= 0.8 * card
+    with pytest.raises(SystemExit, match="cannot hold"):
+        tm.fsdp_shape("auto", 80 * 2**30, 1)
+    assert tm.fsdp_shape("0.5b", None, 2) == ("0.5b", tm.SHAPES["0.5b"])
+    name, shape = tm.fsdp_shape("num_hidden_layers=3,hidden_size=1024", None, 2)
+    assert shape["num_hidden_layers"] == 3 and shape["hidden_size"] == 1024 and name.startswith("custom-")
+    for bad in ("big", "hidden_size=1024", "num_hidden_layers=2,depth=3"):
+        with pytest.raises(SystemExit):
+            tm.fsdp_shape(bad, None, 2)
+
+
+def test_the_parameter_count_is_the_models():
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    tm = _train_multi()
+    shape = {"hidden_size": 256, "num_hidden_layers": 3, "num_attention_heads": 8, "num_key_value_heads": 2,
+             "intermediate_size": 512}
+    with torch.device("meta"):
+        model = Qwen2ForCausalLM(Qwen2Config(vocab_size=2048, tie_word_embeddings=True, **shape))
+    assert tm.shape_parameters(shape) == sum(p.numel() for p in model.parameters())
+
+
+def test_the_memory_target_needs_both_the_peak_and_the_speed():
+    tm = _train_multi()
+    free = {"tokens_per_s": 1000.0, "peak_mem_gb": [38.9], "phases_gb": [{"generation": 38.9}]}
+    work = {"tokens_per_s": 950.0, "peak_mem_gb": [9.5], "phases_gb": [{"generation": 6.0}]}
+    multi = {"peak_mem_gb": [9.8, 9.7]}
+    m = tm.memory_figures(free, work, multi)
+    assert m["met"] and m["speed_kept"] == 0.95 and m["peak_gb_free"] == 38.9 and m["peak_gb_work_ddp"] == 9.8
+    assert not tm.memory_figures(free, {**work, "tokens_per_s": 850.0}, multi)["met"]  # too slow
+    assert not tm.memory_figures(free, work, {"peak_mem_gb": [12.5, 9.0]})["met"]  # a DDP rank above 12 GB
+    result = {"nproc": 4, "scaling": 3.6, "memory": m}
+    assert tm.judge(result, {"one_small_free", "one_small", "multi"}) == {"scaling": True, "memory": True}
+    assert tm.judge({**result, "scaling": 3.4}, {"one_small", "multi"}) == {"scaling": False}

@@ -215,3 +215,29 @@ def test_dojo_train_steps_with_continuous_batching(tmp_path, caplog):
     assert len(steps) == 2 and all(r["rollout/generate_s"] > 0 and r["completions/mean_length"] > 0 for r in steps)
     # dynamic sampling ran inside TRL's step: its counts are logged (2 groups of 4 per step)
     assert all(0 <= r["rollout/refilled_groups"] <= r["rollout/flat_groups"] <= 2 for r in steps)
+
+
+def test_the_cache_is_sized_to_the_work_under_the_cap():
+    """On a GPU the KV cache holds the step's episodes (8 x 1,400 tokens of a 0.49B Qwen2: ~0.6 GB)
+    instead of half of free memory; work beyond the cap falls back to transformers' sizing in it."""
+    from types import SimpleNamespace
+
+    from rl.continuous import CacheWork, cb_kwargs, kv_bytes_per_token, work_sized
+
+    cfg = SimpleNamespace(num_hidden_layers=26, num_attention_heads=16, num_key_value_heads=8, hidden_size=1024)
+    assert kv_bytes_per_token(cfg) == 2 * 26 * 8 * 64 * 2
+    work = CacheWork(sequences=8, tokens=1400)
+    sized = work_sized(work, 256)
+    assert sized["num_blocks"] == 8 * (6 + 1) and sized["max_batch_tokens"] == min(8192, 56 * 256)
+    kw = cb_kwargs({}, "cuda", work=work, model_config=cfg, free_bytes=60 * 2**30)
+    assert kw["num_blocks"] == 56 and kw["max_batch_tokens"] == 8192 and kw["max_memory_percent"] == 0.5
+    need = 56 * 256 * kv_bytes_per_token(cfg)
+    capped = cb_kwargs({}, "cuda", work=work, model_config=cfg, memory_cap=0.5, free_bytes=need)  # half too small
+    assert "num_blocks" not in capped and capped["max_memory_percent"] == 0.5
+    assert "num_blocks" not in cb_kwargs({}, "cuda", work=None, model_config=cfg, free_bytes=60 * 2**30)
+    own = cb_kwargs({"num_blocks": 10}, "cuda", work=work, model_config=cfg, free_bytes=60 * 2**30)
+    assert own["num_blocks"] == 10 and "max_batch_tokens" not in own  # the config's own sizing wins
+    assert cb_kwargs({}, "cuda", memory_cap=0.2)["max_memory_percent"] == 0.2
+    assert cb_kwargs({"max_memory_percent": 0.3}, "cuda", memory_cap=0.2)["max_memory_percent"] == 0.3
+    cpu = cb_kwargs({}, "cpu", work=work, model_config=cfg)
+    assert cpu["num_blocks"] == 256 and "max_memory_percent" not in cpu  # a fixed cache without CUDA

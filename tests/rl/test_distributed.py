@@ -170,7 +170,8 @@ def test_a_failed_rank_fails_the_run_naming_itself(tmp_path):
 def test_generation_under_fsdp2_sees_the_full_weights():
     """accelerate turns FSDP on for GPU backends only, so on CPU FSDP2 is applied by hand
     (tests/rl/fsdp_generation.py): the replica holds the sharded policy's full, updated weights and
-    samples the unsharded model's tokens, with the ranks generating different numbers of requests."""
+    samples the unsharded model's tokens, with the ranks generating different numbers of requests;
+    without a replica, the sharded policy generates in lockstep the unsharded model's greedy tokens."""
     from rl.tiny import build_tiny_model
 
     model = build_tiny_model()
@@ -185,6 +186,12 @@ def test_generation_under_fsdp2_sees_the_full_weights():
         assert r["sharded"] and r["is_replica"]
         assert r["max_diff"] == 0.0
         assert all(r["same_tokens"]) and len(r["same_tokens"]) == 1 + 2 * r["rank"]
+        # fsdp_generation: sharded: no replica, every greedy answer the unsharded model's
+        assert r["lockstep"] and r["generates_with_the_sharded_model"]
+        assert all(r["lockstep_same"]) and len(r["lockstep_same"]) == (1 if r["rank"] == 0 else 5)
+    # the same number of rounds on both ranks; rank 0 (one turn) joined rank 1's later ones as a dummy
+    assert ranks[0]["rounds"] == ranks[1]["rounds"] >= 3
+    assert ranks[0]["idle_rounds"] >= 2 and ranks[1]["idle_rounds"] == 0
 
 
 def test_vllm_colocate_on_two_ranks_stays_in_sync(tmp_path):
