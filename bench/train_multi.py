@@ -16,8 +16,9 @@ TrainerCallback (step clock, peak memory per rank and phase) and runs the `dojo`
 to stderr; the LAST line on stdout is one JSON object. Runs, in order:
 
 * ``one_small``: 1 process, per-process batch b (the baseline of the scaling);
-* ``one_small_free``: the same with ``rollout.generation_memory=free`` (the KV cache takes a share of
-  free GPU memory, as before item 1): the baseline of the memory figures;
+* ``one_small_free``: the same as the bench ran before item 1: ``rollout.generation_memory=free`` (the
+  KV cache takes half of free GPU memory) and no gradient checkpointing (GPU runs of the 0.49B
+  checkpoint every ``--gc-every``-th layer): the baseline of the memory figures;
 * ``multi``: N processes (DDP), per-process batch b, i.e. global batch B = N x b;
 * ``one_big``: 1 process, batch B (the baseline of the agreement);
   (GPU defaults: the random 0.49B Qwen2 of bench/train_step.py, b = 8, max_completion_length 256,
@@ -408,6 +409,9 @@ def main() -> int:
                     help=f"auto (from the card's memory), one of {sorted(SHAPES)}, or hidden_size=...,num_hidden_layers=...")
     ap.add_argument("--fsdp-steps", type=int, default=3, help="Dr. GRPO steps of the FSDP runs")
     ap.add_argument("--max-completion-length", type=int, default=None)
+    ap.add_argument("--gc-every", type=int, default=1,
+                    help="GPU runs: gradient checkpointing of every N-th layer (1: every layer; the baseline "
+                         "one_small_free runs without, as the bench did before item 1)")
     ap.add_argument("--backend", default="auto", help="sandbox backend")
     ap.add_argument("--runs", default=None,
                     help="default: one_small_free,one_small,multi,one_big,fsdp,fsdp_one (--quick: one_small,multi,one_big); "
@@ -452,7 +456,9 @@ def main() -> int:
         base += ["rollout.max_turns=1"]
     if model != "tiny":
         base += ["model.tiny=false", f"model.name_or_path={build_model(out / 'model-0.5b', SHAPES['0.5b'])}",
-                 "grpo.learning_rate=1e-6"]
+                 "grpo.learning_rate=1e-6", "grpo.gradient_checkpointing=true"]  # the example turns it off
+        if args.gc_every > 1:
+            base += [f'grpo.gradient_checkpointing_kwargs={{"every_n_layers": {args.gc_every}}}']
     # the tasks: synthesised once by the first run, read by the others
     tasks = out / "one_small" / "tasks"
     runs = result["runs"]
@@ -467,7 +473,7 @@ def main() -> int:
     if "one_small_free" in wanted:  # the baseline of item 1: the cache sized from free memory, as before
         runs["one_small_free"] = launch("one_small_free", out, 1, [
             *base, *data, f"grpo.max_steps={steps}", f"grpo.per_device_train_batch_size={b}",
-            "rollout.generation_memory=free"])
+            "rollout.generation_memory=free", "grpo.gradient_checkpointing=false"])
     if "multi" in wanted:
         runs["multi"] = launch("multi", out, n, [*base, *data, f"grpo.max_steps={max(steps, agree_steps)}",
                                                  f"grpo.per_device_train_batch_size={b}"])
@@ -499,7 +505,7 @@ def main() -> int:
             shape_name, shape = fsdp_shape(args.fsdp_shape, card, n)
             big_model = build_model(out / f"model-{shape_name}", shape)
             meta = json.loads((big_model / "bench-model.json").read_text())
-            fsdp_over = [o for o in base if not o.startswith(("model.", "grpo.learning_rate"))]
+            fsdp_over = [o for o in base if not o.startswith(("model.", "grpo.learning_rate", "grpo.gradient_checkpointing"))]
             fsdp_over += ["model.tiny=false", f"model.name_or_path={big_model}", "grpo.learning_rate=1e-6",
                           *data, f"grpo.max_steps={args.fsdp_steps}", "grpo.per_device_train_batch_size=8",
                           "grpo.max_completion_length=128", "grpo.gradient_checkpointing=true"]

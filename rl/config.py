@@ -175,6 +175,9 @@ class GRPOSection(_Section):
     importance_sampling_level: Literal["token", "sequence"] = "token"
     mask_truncated_completions: bool = False
     gradient_checkpointing: bool = True
+    gradient_checkpointing_kwargs: dict[str, Any] | None = Field(
+        None, description="transformers' gradient checkpointing options, e.g. {every_n_layers: 2}: checkpoint every "
+                          "other layer, half the activations kept at half the recompute")
 
 
 class DifficultyFilterConfig(_Section):

@@ -1,0 +1,88 @@
+"""Where a GPU training step's memory goes: `dojo train` launches of the 0.49B bench policy
+(bench/train_multi.py's setup) with one setting changed each, against the bench as it ran before
+issue 32 item 1 (the KV cache from free memory, no gradient checkpointing), in the same run.
+
+    python bench/train_memory.py [--variants before,work,gc,gc2,gc_ddp2,gc2_ddp2,shared_prefix] [--steps 4]
+
+Each launch records per rank the peak allocated GPU memory of generation (the rollout) and of
+training (forward, backward, optimizer), and tokens/s over the timed steps (all but the first).
+``speed_kept`` = tokens/s / ``before``'s (same model, tasks and batch; 4 steps is a short clock,
+identical settings have differed by ~8% between launches). The LAST line on stdout is one JSON
+object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import _common  # noqa: F401  (first: fixes sys.path)
+import train_multi as tm
+
+GC = ["grpo.gradient_checkpointing=true"]
+GC2 = [*GC, 'grpo.gradient_checkpointing_kwargs={"every_n_layers": 2}']
+VARIANTS: dict[str, tuple[int, list[str]]] = {
+    "before": (1, ["rollout.generation_memory=free", "grpo.gradient_checkpointing=false"]),
+    "work": (1, ["grpo.gradient_checkpointing=false"]),  # the cache sized to the work (default now)
+    "gc": (1, GC),
+    "gc2": (1, GC2),
+    "gc_ddp2": (2, GC),
+    "gc2_ddp2": (2, GC2),
+    "shared_prefix": (1, ["grpo.gradient_checkpointing=false", "trainer.shared_prefix=true"]),
+}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--variants", default="before,work,gc,gc2,gc_ddp2,gc2_ddp2")
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--backend", default="auto")
+    ap.add_argument("--out", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "tooldojo-bench-train-memory")
+    args = ap.parse_args()
+    names = [v for v in args.variants.split(",") if v]
+    unknown = sorted(set(names) - set(VARIANTS))
+    if unknown:
+        raise SystemExit(f"unknown variants {unknown}; known: {sorted(VARIANTS)}")
+    if "before" in names:  # the baseline first
+        names = ["before", *[n for n in names if n != "before"]]
+    import torch
+
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    model = tm.build_model(out / "model-0.5b", tm.SHAPES["0.5b"])
+    base = ["grpo.max_completion_length=256", "grpo.num_generations=8", "rollout.use_vllm=false",
+            f"rollout.sandbox_backend={args.backend}", "run.logging=[]", "run.save_steps=1000000",
+            "rollout.save_episodes=false", f"data.domains={json.dumps(tm.DOMAINS)}", "model.tiny=false",
+            f"model.name_or_path={model}", "grpo.learning_rate=1e-6", f"grpo.max_steps={args.steps}",
+            f"grpo.per_device_train_batch_size={args.batch}"]
+    result: dict[str, Any] = {"bench": "train_memory", "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available()
+                              else None, "model": "0.5b", "batch_per_process": args.batch, "steps": args.steps,
+                              "variants": {}}
+    tasks = out / "tasks"
+    for name in names:
+        procs, extra = VARIANTS[name]
+        data = [f"data.tasks={tasks}"] if tasks.exists() else ["data.synthesize=16"]
+        run = tm.launch(name, out, procs, [*base, *data, *extra], timeout=600)
+        if not tasks.exists() and (out / name / "tasks").exists():
+            import shutil
+
+            shutil.copytree(out / name / "tasks", tasks)
+        keep = ("procs", "returncode", "error", "steps", "tokens_per_s", "tokens_per_s_per_process", "step_s",
+                "peak_mem_gb", "phases_gb", "reward")
+        result["variants"][name] = {"overrides": extra, **{k: run.get(k) for k in keep}}
+        tm.log(f"{name}: {json.dumps(result['variants'][name]['peak_mem_gb'])} GB")
+    before = result["variants"].get("before", {})
+    for v in result["variants"].values():
+        if before.get("tokens_per_s_per_process") and v.get("tokens_per_s_per_process"):
+            v["speed_kept"] = round(v["tokens_per_s_per_process"] / before["tokens_per_s_per_process"], 3)
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
