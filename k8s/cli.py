@@ -111,6 +111,8 @@ def _summary(r) -> None:
             ("config hash", r.config_hash[:12]), ("git commit", r.git_commit)]
     if k.pvc is not None:
         rows.append(("checkpoints", f"PVC {k.pvc.name} at {k.pvc.mount_path}"))
+    if k.generation_memory_cap is not None:
+        rows.append(("generation memory cap", f"{k.generation_memory_cap:g} of free GPU memory"))
     for a, b in rows:
         t.add_row(a, b)
     console.print(t)

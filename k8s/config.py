@@ -8,6 +8,7 @@
     k8s:                          # K8sJobConfig
       kind: job                   # job: batch/v1 indexed Job | trainjob: Kubeflow Trainer TrainJob
       accelerate_config_file: ../accelerate/ddp.yaml   # nodes x gpus > 1: the `accelerate launch` config
+      generation_memory_cap: 0.3  # train: the share of free GPU memory generation's KV cache may take at most
       image: registry.example/tooldojo:0.1
       gpus: 8                     # per node
       nodes: 2
@@ -34,6 +35,8 @@ QUANTITY = re.compile(r"^([0-9]+(\.[0-9]+)?)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
 MAX_NAME = 52  # pods of an indexed Job are <name>-<index>-<5 chars>; hostnames stop at 63
 CONFIG_DIR = "/etc/tooldojo"
 CONFIG_PATH = f"{CONFIG_DIR}/config.yaml"
+# the training setting k8s.generation_memory_cap sets, as a `dojo train` override (rl.config, issue 32)
+GENERATION_MEMORY_CAP_KEY = "rollout.generation_memory_cap"
 
 
 class _Model(BaseModel):
@@ -120,6 +123,11 @@ class K8sJobConfig(_Model):
                           "this accelerate config, relative to this file (e.g. ../accelerate/fsdp2.yaml); default: "
                           "DDP, as examples/accelerate/ddp.yaml")
     accelerate_config: dict[str, Any] | None = Field(None, description="the accelerate config, inline")
+    generation_memory_cap: float | None = Field(
+        None, description="a train job: the largest share of free GPU memory generation's KV cache may take on each "
+                          "GPU, in (0, 1] (transformers continuous batching's max_memory_percent); rendered as the "
+                          f"override {GENERATION_MEMORY_CAP_KEY}=<x> of `dojo train`; default: the training "
+                          "config's. A colocated vLLM engine keeps rollout.vllm_gpu_memory_utilization")
     runtime: str = Field("torch-distributed", description="trainjob: the ClusterTrainingRuntime to use")
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
@@ -128,6 +136,14 @@ class K8sJobConfig(_Model):
     @classmethod
     def _q(cls, v: str | None) -> str | None:
         return _quantity(v)
+
+    @field_validator("generation_memory_cap", mode="before")
+    @classmethod
+    def _cap(cls, v: Any) -> float | None:
+        # NaN fails the comparison; a bool or a string is no share
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v <= 1):
+            raise ValueError(f"{v!r} is not a share of free GPU memory in (0, 1] (e.g. 0.3)")
+        return None if v is None else float(v)
 
     @field_validator("namespace")
     @classmethod
@@ -209,7 +225,20 @@ class SubmitConfig(_Model):
             raise ValueError("k8s.kind trainjob runs train jobs only; use kind: job for synth and eval")
         if self.k8s.nodes > 1 and self.job.kind != "train":
             raise ValueError(f"a {self.job.kind} job runs on one node (k8s.nodes: 1)")
+        if self.k8s.generation_memory_cap is not None:
+            if self.job.kind != "train":
+                raise ValueError(f"k8s.generation_memory_cap is a train job's setting (it caps rollout generation's "
+                                 f"KV cache); drop it from this {self.job.kind} job")
+            if any(a.startswith(f"{GENERATION_MEMORY_CAP_KEY}=") for a in self.job.args):
+                raise ValueError(f"k8s.generation_memory_cap and job.args' {GENERATION_MEMORY_CAP_KEY}=... set the "
+                                 "same thing; keep one")
         return self
+
+    @property
+    def train_overrides(self) -> list[str]:
+        """The `dojo train` overrides the k8s section's settings render (before job.args)."""
+        cap = self.k8s.generation_memory_cap
+        return [] if cap is None else [f"{GENERATION_MEMORY_CAP_KEY}={cap!r}"]
 
     @property
     def name(self) -> str:
@@ -308,7 +337,8 @@ ACCELERATE_KEYS = ("distributed_type", "mixed_precision")
 
 def resolve_accelerate_config(submit: SubmitConfig, base_dir: Path) -> dict[str, Any] | None:
     """The accelerate config of a train job on several processes (None for one process): the file,
-    the inline mapping, or DDP (:data:`DEFAULT_ACCELERATE`)."""
+    the inline mapping, or DDP (:data:`DEFAULT_ACCELERATE`), with ``num_machines`` and
+    ``num_processes`` set to the job's shape (what the launch's flags say too; the rest as given)."""
     import yaml
 
     k = submit.k8s
@@ -329,7 +359,7 @@ def resolve_accelerate_config(submit: SubmitConfig, base_dir: Path) -> dict[str,
                                 "(see examples/accelerate/)")
     if data.get("use_cpu") and k.gpus:
         raise SubmitConfigError("k8s.accelerate_config: use_cpu is set but the job asks for GPUs")
-    return data
+    return {**data, "num_machines": k.nodes, "num_processes": k.processes}
 
 
 def git_commit(where: Path) -> str:

@@ -15,7 +15,9 @@ config and the submit config itself (what `dojo jobs resubmit` re-renders from),
 
 A train job on several processes runs `accelerate launch --config_file /etc/tooldojo/accelerate.yaml
 --num_processes <nodes x GPUs> ... -m tooldojo train ...`, the launch tests/rl/test_distributed.py
-runs; the accelerate config (k8s.accelerate_config_file, default DDP) travels in the ConfigMap.
+runs; the accelerate config (k8s.accelerate_config_file, default DDP), its num_machines and
+num_processes set to the job's shape, travels in the ConfigMap. `k8s.generation_memory_cap` becomes
+the override `rollout.generation_memory_cap=<x>` after the config (before job.args).
 
 Every object carries the labels tooldojo.dev/job, /kind, /workload and /config-hash, and the
 annotations tooldojo.dev/git-commit and /config-hash; GPU limits equal requests; GPU pods get
@@ -24,6 +26,7 @@ annotations tooldojo.dev/git-commit and /config-hash; GPU limits equal requests;
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import shlex
@@ -89,7 +92,7 @@ def dojo_argv(submit: SubmitConfig, has_config: bool) -> list[str]:
         base = ["eval", "run", "{config}"]
     else:
         base = ["synth"]
-    argv = base + list(job.args)
+    argv = base + submit.train_overrides + list(job.args)
     if any("{config}" in a for a in argv) and not has_config:
         raise SubmitConfigError("job: the command uses {config} but the job has no config")
     return [a.replace("{config}", CONFIG_PATH) for a in argv]
@@ -150,6 +153,7 @@ def render(submit: SubmitConfig, *, base_dir: Path, git_commit: str, environ: di
         warnings.append("k8s.priority_class is not applied to a TrainJob (Trainer runtime patches and pod template "
                         "overrides cannot set it); "
                         "set priorityClassName on the ClusterTrainingRuntime")
+    warnings += _cap_warnings(submit, config)
     if submit.job.kind == "train" and k.pvc is None:
         warnings.append("no k8s.pvc: checkpoints are written inside the pod and lost with it; "
                         "`dojo jobs resubmit --from-checkpoint` needs a PVC")
@@ -206,6 +210,29 @@ def render(submit: SubmitConfig, *, base_dir: Path, git_commit: str, environ: di
                                    git_commit, trainer_version))
     return Rendered(name=name, namespace=k.namespace, submit=submit, manifests=manifests, config_hash=full_hash,
                     git_commit=git_commit, command=command, secret_values=secret_values, warnings=warnings)
+
+
+def _cap_warnings(submit: SubmitConfig, config: dict[str, Any] | None) -> list[str]:
+    """Where k8s.generation_memory_cap would not size generation's cache: the job's config (with
+    job.args' overrides) sets transformers' max_memory_percent itself, or generates with vLLM."""
+    if submit.k8s.generation_memory_cap is None or config is None:
+        return []
+    from rl.config import ConfigError, apply_overrides
+
+    try:
+        rollout = apply_overrides(copy.deepcopy(config), [a for a in submit.job.args if "=" in a and
+                                                           not a.startswith("-")]).get("rollout") or {}
+    except ConfigError:
+        rollout = config.get("rollout") or {}
+    out = []
+    if "max_memory_percent" in (rollout.get("hf_continuous_batching") or {}):
+        out.append("k8s.generation_memory_cap: the job's config sets rollout.hf_continuous_batching."
+                   "max_memory_percent, which wins over it")
+    if rollout.get("use_vllm", True):
+        out.append("k8s.generation_memory_cap caps transformers generation's KV cache; this job's config has "
+                   "rollout.use_vllm true, and where the image has vLLM the colocated engine's cache is "
+                   f"rollout.vllm_gpu_memory_utilization ({rollout.get('vllm_gpu_memory_utilization', 0.3)}) instead")
+    return out
 
 
 def _command(submit: SubmitConfig, args: list[str], *, multi_process: bool) -> list[str]:

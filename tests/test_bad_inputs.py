@@ -66,6 +66,10 @@ def files(tmp_path_factory) -> dict[str, str]:
         "typo_zoo/zoo.json": json.dumps({"extrnal": []}),
         "history/s/v1/m/r1/run.json": '{"run_id": "r1"',
         "a_file": "not a folder\n",
+        "cap_high.yaml": json.dumps({"job": {"kind": "train", "config_file": TRAIN},
+                                     "k8s": {"image": "i", "nodes": 2, "gpus": 2, "generation_memory_cap": 1.5}}),
+        "cap_synth.yaml": json.dumps({"job": {"kind": "synth", "args": ["tasks"]},
+                                      "k8s": {"image": "i", "generation_memory_cap": 0.3}}),
     }
     for name, content in made.items():
         p = d / name
@@ -126,6 +130,10 @@ ERRORS = [
     ("train-latin1", ["train", "{latin1}"], "latin1.yaml is not UTF-8 text", 2),
     ("demo-latin1", ["demo", "{latin1}"], "latin1.yaml is not UTF-8 text", 2),
     ("submit-latin1", ["submit", "{latin1}", "--dry-run"], "latin1.yaml is not UTF-8 text", 1),
+    ("submit-cap-high", ["submit", "{cap_high}", "--dry-run"],
+     "k8s.generation_memory_cap: 1.5 is not a share of free GPU memory in (0, 1] (e.g. 0.3)", 1),
+    ("submit-cap-synth", ["submit", "{cap_synth}", "--dry-run"], "k8s.generation_memory_cap is a train job's setting",
+     1),
     ("filter-config-latin1", ["synth", "filter", "--tasks", "{one}", "--trajectories", "{one}/tasks.jsonl",
                               "--out", "{dir}/o", "--config", "{latin1}"], "latin1.yaml is not UTF-8 text", 1),
     ("rl-behaviours-latin1", ["rl", "behaviours", "{latin1_traj}"],

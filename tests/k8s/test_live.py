@@ -49,7 +49,8 @@ async def test_live_sandbox_is_a_hardened_pod():
                                                                                                        "Egress"]
 
 
-@pytest.mark.parametrize("example", ["train_job.yaml", "train_trainjob.yaml", "synth_tasks.yaml"])
+@pytest.mark.parametrize("example", ["train_job.yaml", "train_trainjob.yaml", "synth_tasks.yaml",
+                                     "train_fsdp2_job.yaml", "train_fsdp2_trainjob.yaml"])
 def test_live_examples_pass_server_side_dry_run(example):
     from k8s.jobs import server_dry_run
 

@@ -52,7 +52,17 @@ def normalised_yaml(r) -> str:
         r.config_hash[:12], "<config-hash-12>")
 
 
-@pytest.mark.parametrize("example", ["train_job.yaml", "train_trainjob.yaml", "synth_tasks.yaml"])
+EXAMPLE_FILES = ["train_job.yaml", "train_trainjob.yaml", "synth_tasks.yaml", "train_fsdp2_job.yaml",
+                 "train_fsdp2_trainjob.yaml"]
+
+
+def shaped(accelerate_file: str, nodes: int, processes: int) -> dict:
+    """An examples/accelerate/ file as a job renders it: num_machines and num_processes set to the job's shape."""
+    return {**yaml.safe_load((ROOT / "examples/accelerate" / accelerate_file).read_text()), "num_machines": nodes,
+            "num_processes": processes}
+
+
+@pytest.mark.parametrize("example", EXAMPLE_FILES)
 def test_golden(example):
     """The exact manifests for each example (TOOLDOJO_UPDATE_GOLDEN=1 rewrites them after a deliberate change)."""
     got = normalised_yaml(rendered(example))
@@ -63,7 +73,7 @@ def test_golden(example):
     assert got == path.read_text(), f"{example} renders differently; review and set TOOLDOJO_UPDATE_GOLDEN=1"
 
 
-@pytest.mark.parametrize("example", ["train_job.yaml", "train_trainjob.yaml", "synth_tasks.yaml"])
+@pytest.mark.parametrize("example", EXAMPLE_FILES)
 @pytest.mark.parametrize("k8s_version", ["1.30", "1.37"])
 def test_examples_validate_strictly(example, k8s_version):
     assert validate_all(rendered(example).manifests, k8s_version) == []
@@ -83,9 +93,8 @@ def test_job_shape_multi_node():
                             "--num_processes", "16", "--num_machines", "2", "--machine_rank", "$(NODE_RANK)",
                             "--main_process_ip", "$(MASTER_ADDR)", "--main_process_port", "$(MASTER_PORT)",
                             "-m", "tooldojo", "train", "/etc/tooldojo/config.yaml"]
-    # the same accelerate config file as the local launch, next to the job's config
-    assert yaml.safe_load(r.manifests[1]["data"]["accelerate.yaml"]) == yaml.safe_load(
-        (ROOT / "examples/accelerate/ddp.yaml").read_text())
+    # the same accelerate config file as the local launch, next to the job's config, shaped as the launch's flags
+    assert yaml.safe_load(r.manifests[1]["data"]["accelerate.yaml"]) == shaped("ddp.yaml", 2, 16)
     assert {"name": "tooldojo-config", "mountPath": "/etc/tooldojo", "readOnly": True} in c["volumeMounts"]
     env = {e["name"]: e for e in c["env"]}
     assert env["MASTER_ADDR"]["value"] == "grpo-tiny-0.grpo-tiny"
@@ -110,10 +119,9 @@ def test_command_per_shape():
                             "--num_processes", "4", "--main_process_port", "29500", "-m", "tooldojo", "train",
                             "/etc/tooldojo/config.yaml"]
     assert not [m for m in four.manifests if m["kind"] == "Service"]
-    # no accelerate config named: DDP, exactly examples/accelerate/ddp.yaml
+    # no accelerate config named: DDP, examples/accelerate/ddp.yaml (1 machine, 4 processes)
     cm = next(m for m in four.manifests if m["kind"] == "ConfigMap")
-    assert yaml.safe_load(cm["data"]["accelerate.yaml"]) == yaml.safe_load(
-        (ROOT / "examples/accelerate/ddp.yaml").read_text())
+    assert yaml.safe_load(cm["data"]["accelerate.yaml"]) == shaped("ddp.yaml", 1, 4)
     assert "accelerate.yaml" not in next(m for m in one.manifests if m["kind"] == "ConfigMap")["data"]
     ev = render_dict({"job": {"kind": "eval", "name": "e", "config": {"cases": []}, "args": ["--model", "m@http://x"]},
                       "k8s": {"image": "i"}})
