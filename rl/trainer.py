@@ -89,6 +89,23 @@ def _load_tokenizer(path: str):
     return tok
 
 
+def _keep_checkpointing_every_n(model: Any, kwargs: dict[str, Any] | None) -> None:
+    """Make ``every_n_layers`` (and ``offload``) in ``grpo.gradient_checkpointing_kwargs`` hold for the
+    whole run. transformers' Trainer takes them out before enabling checkpointing, but TRL re-enables
+    it after each scoring pass with the raw kwargs, which torch's checkpoint then refuses ("Unexpected
+    keyword arguments: every_n_layers"); here every enable gets them as transformers' own keywords."""
+    extra = {k: v for k, v in (kwargs or {}).items() if k in ("every_n_layers", "offload")}
+    if not extra or not hasattr(model, "gradient_checkpointing_enable"):
+        return
+    enable = model.gradient_checkpointing_enable
+
+    def enable_every_n(gradient_checkpointing_kwargs: dict[str, Any] | None = None, **kw: Any) -> Any:
+        rest = {k: v for k, v in (gradient_checkpointing_kwargs or {}).items() if k not in extra}
+        return enable(gradient_checkpointing_kwargs=rest or None, **{**kw, **extra})
+
+    model.gradient_checkpointing_enable = enable_every_n
+
+
 def fsdp_requested() -> bool:
     """Whether the launch asks for FSDP (accelerate's config sets this for every process)."""
     return os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true"
@@ -132,6 +149,7 @@ def build_trainer(cfg: TrainConfig, run_dir: Path, rollout: Any, tokenizer: Any,
     trainer = trainer_class(cfg.trainer.shared_prefix)(model=model_path, reward_funcs=[rollout.reward_func], args=args,
                           train_dataset=dataset, processing_class=tokenizer, rollout_func=rollout,
                           callbacks=callbacks or [])
+    _keep_checkpointing_every_n(trainer.model, args.gradient_checkpointing_kwargs)
     if cfg.trainer.shared_prefix:
         trainer.check_every = cfg.trainer.shared_prefix_check_every
         trainer.check_tolerance = cfg.trainer.shared_prefix_tolerance
