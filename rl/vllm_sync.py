@@ -199,47 +199,65 @@ def sync_weights_from_named(llm: Any, named: Iterable[tuple[str, Any]], *,
     """Push ``(checkpoint name, tensor)`` pairs into ``llm`` through ``reload_weights`` (checkpoint
     format) and reset its prefix cache.
 
+    The pairs stream: each tensor is copied to the CPU in the engine's dtype as it is taken, and
+    vLLM reloads layer by layer, so an iterator that gathers one sharded parameter at a time (TRL's,
+    under FSDP) never has more than one gathered tensor on the training device.
+
     ``tie_source``: the name of the input embedding when the training model ties it to the
     output embedding; if the engine's model has a separate ``lm_head.weight`` it is also sent
     under that name.
     """
-    import torch
+    import itertools
 
     worker = find_worker(llm)
     dtype = _engine_dtype(worker)
     own_lm_head = _engine_has_own_lm_head(worker)
     t0 = time.perf_counter()
-    weights: list[tuple[str, torch.Tensor]] = []
-    seen: set[str] = set()
-    for name, tensor in named:
-        t = tensor.detach().to(device="cpu", dtype=dtype)
-        weights.append((name, t))
-        seen.add(name)
-    added = False
-    if tie_source is not None and own_lm_head and "lm_head.weight" not in seen:
-        src = dict(weights).get(tie_source)
-        if src is None:
-            raise VLLMSyncError(f"tied embedding {tie_source!r} is not among the synced tensors")
-        weights.append(("lm_head.weight", src))
-        added = True
-    if not weights:
+    it = iter(named)
+    first = next(it, None)
+    if first is None:
         raise VLLMSyncError("no tensors to sync")
+    names: list[str] = []
+    sizes = {"elements": 0, "bytes": 0}
+    tie: dict[str, Any] = {}
+
+    def stream() -> Iterator[tuple[str, Any]]:
+        for name, tensor in itertools.chain([first], it):
+            # a copy now, while the gather that produced ``tensor`` is still open
+            t = tensor.detach().to(device="cpu", dtype=dtype, copy=True)
+            names.append(name)
+            sizes["elements"] += t.numel()
+            sizes["bytes"] += t.numel() * t.element_size()
+            if name == tie_source:
+                tie["src"] = t
+            yield name, t
+        if tie_source is not None and own_lm_head and "lm_head.weight" not in names:
+            if "src" not in tie:
+                raise VLLMSyncError(f"tied embedding {tie_source!r} is not among the synced tensors")
+            names.append("lm_head.weight")
+            sizes["elements"] += tie["src"].numel()
+            sizes["bytes"] += tie["src"].numel() * tie["src"].element_size()
+            tie["added"] = True
+            yield "lm_head.weight", tie["src"]
+
     try:
-        worker.reload_weights(weights_iterator=weights, is_checkpoint_format=True)
+        worker.reload_weights(weights_iterator=stream(), is_checkpoint_format=True)
+    except VLLMSyncError:
+        raise
     except Exception as e:
-        raise VLLMSyncError(f"vLLM reload_weights failed after {len(weights)} tensors: {e!r}") from e
+        raise VLLMSyncError(f"vLLM reload_weights failed after {len(names)} tensors: {e!r}") from e
     refreshed = _refresh_tied_lm_head(worker)
     if not llm.reset_prefix_cache():
         raise VLLMSyncError("vLLM refused to reset its prefix cache (requests still running?)")
     ms = (time.perf_counter() - t0) * 1000.0
     return SyncReport(
-        tensors=len(weights),
-        elements=sum(t.numel() for _, t in weights),
-        bytes=sum(t.numel() * t.element_size() for _, t in weights),
+        tensors=len(names),
+        elements=sizes["elements"],
+        bytes=sizes["bytes"],
         dtype=str(dtype).removeprefix("torch."),
         ms=ms,
-        names=[n for n, _ in weights],
-        added_tied_lm_head=added,
+        names=names,
+        added_tied_lm_head=bool(tie.get("added")),
         refreshed_tied_lm_head=refreshed,
     )
 
@@ -284,9 +302,10 @@ def _trl_sync_weights(self: Any) -> None:
         empty_cache()
         self.llm.wake_up(tags=["weights"])
         self._llm_weights_sleeping = False
-    # TRL's own iterator: FSDP / DeepSpeed gathering and PEFT merging, TRL's name fixing.
-    # Materialise each gathered tensor (clone) since the gather context ends after each yield.
-    named = [(hf_to_vllm_name(name), t.detach().clone()) for name, t in self._iter_named_params()]
+    # TRL's own iterator: FSDP / DeepSpeed gathering and PEFT merging, TRL's name fixing. Streamed:
+    # sync_weights_from_named copies each tensor to the CPU before the next one is gathered, so
+    # under FSDP no rank holds more than one gathered parameter (not a full replica) at a time.
+    named = ((hf_to_vllm_name(name), t) for name, t in self._iter_named_params())
     unwrapped = self.model
     try:
         unwrapped = self.accelerator.unwrap_model(self.model)

@@ -196,6 +196,36 @@ def test_sync_roundtrip_and_over_a_run(llm, hf, seq):
           f" ({report.tensors} tensors, {report.bytes / 1e6:.2f} MB)")
 
 
+def test_the_sync_streams_one_gathered_tensor_at_a_time(llm, hf, seq):
+    """As under FSDP: each tensor the source yields is valid only until the next is asked for (a
+    gather context closes and its buffer is reused). The sync copies it before asking, so the engine
+    gets the trained weights, not the scribbled buffers, and never more than one is open."""
+    from rl.vllm_sync import iter_sync_tensors, sync_weights_from_named
+
+    import copy
+
+    ids, n_prompt = seq
+    moved = copy.deepcopy(hf)  # the module's engine goes back to ``hf`` afterwards, for the later tests
+    train_steps(moved, ids, n_prompt, steps=1, lr=0.3)
+    assert diff(hf_logps(moved, ids), hf_logps(hf, ids))[0] > CHANGED
+    open_now = {"n": 0, "max": 0}
+
+    def gathered(model):
+        for name, param in iter_sync_tensors(model):
+            buf = param.detach().clone()  # the gathered full tensor
+            open_now["n"] += 1
+            open_now["max"] = max(open_now["max"], open_now["n"])
+            yield name, buf
+            buf.fill_(float("nan"))  # the gather closes: its buffer is gone
+            open_now["n"] -= 1
+
+    report = sync_weights_from_named(llm, gathered(moved), tie_source="model.embed_tokens.weight")
+    assert open_now["max"] == 1 and report.elements == sum(p.numel() for p in moved.parameters())
+    assert_match(llm, moved, ids, "after a streamed sync")
+    sync_weights_from_named(llm, gathered(hf), tie_source="model.embed_tokens.weight")
+    assert_match(llm, hf, ids, "streamed back")
+
+
 def test_trl_colocate_sync_is_replaced(llm, hf, seq):
     """TRL 1.16's VLLMGeneration.sync_weights, patched, syncs the colocated engine; unpatched it is
     TRL's own method again."""
