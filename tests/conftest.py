@@ -169,6 +169,24 @@ def _vllm_server_survives(request):
                 f"Its log ({server.log_path}) ends:\n{tail}")
 
 
+@pytest.fixture(scope="session")
+def synth16_docker():
+    """16 replay-validated tasks from the real synthesizer (seed 7, every domain, docker, 4 sandboxes), made
+    once per session for the files that each made exactly these (tests/synth/test_episode.py,
+    tests/rewards/test_verifiable.py; issue 31). A file takes deep copies (``tasks16``)."""
+    from synth.tasks import synthesize_tasks
+
+    require("docker")
+    result = synthesize_tasks(16, seed=7, backend="docker", sandboxes=4)
+    assert len(result.tasks) == 16
+    return result.tasks
+
+
+def tasks16(made: list) -> list:
+    """Deep copies of the session's 16 tasks: no file sees another's changes to them."""
+    return [t.model_copy(deep=True) for t in made]
+
+
 @pytest.fixture
 def clean_registry(monkeypatch):
     """Domain folders registered by a test are forgotten after it (and none come from the environment)."""

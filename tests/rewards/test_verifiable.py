@@ -25,9 +25,9 @@ from rewards.verifiable import (
 )
 from sandboxes import SandboxConfig, SandboxPool, state_digest
 from synth.episode import CallableAgent, ScriptedAgent, Trajectory, run_episode, run_episodes
-from synth.tasks import Action, Rubric, Task, UserScenario, replay_task, synthesize_tasks
+from synth.tasks import Action, Rubric, Task, UserScenario, replay_task
 from synth.usersim import STOP, ScriptedUser
-from conftest import require
+from conftest import require, tasks16
 
 pytestmark = pytest.mark.docker
 
@@ -44,10 +44,8 @@ def docker() -> str:
 
 
 @pytest.fixture(scope="module")
-def tasks(docker) -> list[Task]:
-    result = synthesize_tasks(16, seed=7, backend=docker, sandboxes=4)
-    assert len(result.tasks) == 16
-    return result.tasks
+def tasks(docker, synth16_docker) -> list[Task]:
+    return tasks16(synth16_docker)  # made once per session (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")

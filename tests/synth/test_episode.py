@@ -20,9 +20,9 @@ from synth.episode import (
     run_episode,
     run_episodes,
 )
-from synth.tasks import Action, Rubric, Task, UserScenario, replay_task, synthesize_tasks
+from synth.tasks import Action, Rubric, Task, UserScenario, replay_task
 from synth.usersim import STOP, LLMUser, ScriptedUser
-from conftest import require
+from conftest import require, tasks16
 
 pytestmark = pytest.mark.docker
 
@@ -34,11 +34,9 @@ def docker() -> str:
 
 
 @pytest.fixture(scope="module")
-def tasks(docker) -> list[Task]:
+def tasks(docker, synth16_docker) -> list[Task]:
     """16 replay-validated tasks from the real synthesizer (several domains, some needs_user_info)."""
-    result = synthesize_tasks(16, seed=7, backend=docker, sandboxes=4)
-    assert len(result.tasks) == 16
-    return result.tasks
+    return tasks16(synth16_docker)  # made once per session (tests/conftest.py)
 
 
 @pytest.fixture
