@@ -106,6 +106,28 @@ def _keep_checkpointing_every_n(model: Any, kwargs: dict[str, Any] | None) -> No
     model.gradient_checkpointing_enable = enable_every_n
 
 
+def vllm_cache_kwargs(cfg: TrainConfig, rollout: Any, model_path: str, *, cuda: bool | None = None) -> dict[str, Any]:
+    """The colocated vLLM engine's KV cache on a GPU, sized to the work as transformers generation's
+    is (rl.continuous.work_sized): this rank's generation batch x (longest prompt + completion
+    budget) tokens, as ``kv_cache_memory_bytes``, instead of what ``vllm_gpu_memory_utilization``
+    leaves. Nothing on the CPU backend (its cache is VLLM_CPU_KVCACHE_SPACE) or with
+    ``rollout.generation_memory: free``."""
+    import torch
+
+    cuda = torch.cuda.is_available() if cuda is None else cuda
+    if not cuda or cfg.rollout.generation_memory != "work":
+        return {}
+    from transformers import AutoConfig
+
+    from rl.continuous import CacheWork, kv_bytes_per_token, work_sized
+
+    g = cfg.grpo
+    work = CacheWork(sequences=g.per_device_train_batch_size * (g.steps_per_generation or g.gradient_accumulation_steps),
+                     tokens=rollout.longest_prompt() + g.max_completion_length)
+    blocks = work_sized(work, 16)["num_blocks"]  # vLLM's default block size
+    return {"kv_cache_memory_bytes": blocks * 16 * kv_bytes_per_token(AutoConfig.from_pretrained(model_path))}
+
+
 def fsdp_requested() -> bool:
     """Whether the launch asks for FSDP (accelerate's config sets this for every process)."""
     return os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true"
@@ -138,7 +160,8 @@ def build_trainer(cfg: TrainConfig, run_dir: Path, rollout: Any, tokenizer: Any,
         # TRL caps a step's prefill at 4096 tokens; a batch of long multi-turn prompts would then be
         # prefilled in chunks, which seeded sampling cannot survive on CPU (see VLLMGenerator.waves).
         set_colocate_engine_kwargs(dtype=dtype if ro_dtype == "auto" else ro_dtype,
-                                   max_num_batched_tokens=cfg.rollout.vllm_max_num_batched_tokens)
+                                   max_num_batched_tokens=cfg.rollout.vllm_max_num_batched_tokens,
+                                   **vllm_cache_kwargs(cfg, rollout, model_path))
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")  # GiB; the CPU engine's default is larger
         os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental in TRL 1.16; we own it

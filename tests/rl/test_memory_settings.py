@@ -54,3 +54,28 @@ def test_checkpointing_every_other_layer_reaches_the_layers(tmp_path):
     rollout = built[0].rollout_func
     assert (rollout.generation_memory, rollout.generation_memory_cap, rollout.fsdp_generation) == ("free", 0.25,
                                                                                                    "sharded")
+
+
+def test_the_vllm_cache_is_sized_to_the_work_on_a_gpu():
+    """On CUDA the colocated engine gets kv_cache_memory_bytes for this rank's episodes; nothing on the
+    CPU backend or with generation_memory: free (vLLM cannot run on the GPU machine here, so the
+    figure is checked, not a GPU engine)."""
+    from types import SimpleNamespace
+
+    from transformers import AutoConfig
+
+    from rl.config import load_config
+    from rl.continuous import kv_bytes_per_token
+    from rl.tiny import build_tiny_model
+    from rl.trainer import vllm_cache_kwargs
+
+    model = str(build_tiny_model())
+    rollout = SimpleNamespace(longest_prompt=lambda: 900)
+    cfg = load_config(ROOT / "examples" / "train_tiny.yaml", ["grpo.per_device_train_batch_size=8",
+                                                               "grpo.max_completion_length=128"])
+    kw = vllm_cache_kwargs(cfg, rollout, model, cuda=True)
+    per_seq_blocks = -(-(900 + 128) // 16) + 1
+    assert kw == {"kv_cache_memory_bytes": 8 * per_seq_blocks * 16 * kv_bytes_per_token(AutoConfig.from_pretrained(model))}
+    assert vllm_cache_kwargs(cfg, rollout, model, cuda=False) == {}
+    free = load_config(ROOT / "examples" / "train_tiny.yaml", ["rollout.generation_memory=free"])
+    assert vllm_cache_kwargs(free, rollout, model, cuda=True) == {}
