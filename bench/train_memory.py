@@ -3,6 +3,7 @@
 issue 32 item 1 (the KV cache from free memory, no gradient checkpointing), in the same run.
 
     python bench/train_memory.py [--variants before,work,gc,gc2,gc_ddp2,gc2_ddp2,shared_prefix] [--steps 4]
+    python bench/train_memory.py --quick      # the tiny model on CPU, before and gc, 2 steps: a smoke run
 
 Each launch records per rank the peak allocated GPU memory of generation (the rollout) and of
 training (forward, backward, optimizer), and tokens/s over the timed steps (all but the first).
@@ -20,8 +21,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import _common  # noqa: F401  (first: fixes sys.path)
-import train_multi as tm
+import _common  # noqa: F401  (first: fixes sys.path, taking bench/ off it)
+
+
+def _train_multi():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_train_multi", Path(__file__).with_name("train_multi.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+tm = _train_multi()  # its launch(): the real `accelerate launch` of `dojo train`, with the step clock
 
 GC = ["grpo.gradient_checkpointing=true"]
 GC2 = [*GC, 'grpo.gradient_checkpointing_kwargs={"every_n_layers": 2}']
@@ -40,10 +52,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--variants", default="before,work,gc,gc2,gc_ddp2,gc2_ddp2")
     ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--quick", action="store_true", help="the tiny model on CPU, 2 steps (figures are smoke values)")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "tooldojo-bench-train-memory")
     args = ap.parse_args()
+    if args.quick:
+        args.variants, args.steps = "before,gc", 2
     names = [v for v in args.variants.split(",") if v]
     unknown = sorted(set(names) - set(VARIANTS))
     if unknown:
@@ -54,14 +69,18 @@ def main() -> int:
 
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
-    model = tm.build_model(out / "model-0.5b", tm.SHAPES["0.5b"])
-    base = ["grpo.max_completion_length=256", "grpo.num_generations=8", "rollout.use_vllm=false",
-            f"rollout.sandbox_backend={args.backend}", "run.logging=[]", "run.save_steps=1000000",
-            "rollout.save_episodes=false", f"data.domains={json.dumps(tm.DOMAINS)}", "model.tiny=false",
-            f"model.name_or_path={model}", "grpo.learning_rate=1e-6", f"grpo.max_steps={args.steps}",
+    if args.quick:
+        policy = ["rollout.max_turns=1", "grpo.max_completion_length=64"]
+    else:
+        model = tm.build_model(out / "model-0.5b", tm.SHAPES["0.5b"])
+        policy = ["grpo.max_completion_length=256", "model.tiny=false", f"model.name_or_path={model}",
+                  "grpo.learning_rate=1e-6"]
+    base = ["grpo.num_generations=8", "rollout.use_vllm=false", f"rollout.sandbox_backend={args.backend}",
+            "run.logging=[]", "run.save_steps=1000000", "rollout.save_episodes=false",
+            f"data.domains={json.dumps(tm.DOMAINS)}", *policy, f"grpo.max_steps={args.steps}",
             f"grpo.per_device_train_batch_size={args.batch}"]
     result: dict[str, Any] = {"bench": "train_memory", "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available()
-                              else None, "model": "0.5b", "batch_per_process": args.batch, "steps": args.steps,
+                              else None, "model": "tiny" if args.quick else "0.5b", "quick": args.quick, "batch_per_process": args.batch, "steps": args.steps,
                               "variants": {}}
     tasks = out / "tasks"
     for name in names:
