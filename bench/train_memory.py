@@ -2,14 +2,17 @@
 (bench/train_multi.py's setup) with one setting changed each, against the bench as it ran before
 issue 32 item 1 (the KV cache from free memory, no gradient checkpointing), in the same run.
 
-    python bench/train_memory.py [--variants before,work,gc,gc2,gc_ddp2,gc2_ddp2,shared_prefix] [--steps 4]
+    python bench/train_memory.py [--variants before,work,gc,gc2,gc_ddp2,gc2_ddp2,shared_prefix] [--steps 6]
+                                 [--repeat 2]
     python bench/train_memory.py --quick      # the tiny model on CPU, before and gc, 2 steps: a smoke run
 
 Each launch records per rank the peak allocated GPU memory of generation (the rollout) and of
-training (forward, backward, optimizer), and tokens/s over the timed steps (all but the first).
-``speed_kept`` = tokens/s / ``before``'s (same model, tasks and batch; 4 steps is a short clock,
-identical settings have differed by ~8% between launches). The LAST line on stdout is one JSON
-object.
+training (forward, backward, optimizer), tokens/s over the timed steps (all but the first), and
+the step split into rollout and the rest (``train_s``: scoring, backward, optimizer, which is what
+checkpointing slows). ``--repeat`` runs the variants in alternating rounds (before, gc, ..., before,
+gc, ...): launches of identical settings have differed by ~8% in tokens/s over 3 timed steps, since
+what is sampled differs. Per variant: the mean over rounds; ``speed_kept`` = mean tokens/s per
+process / ``before``'s. The LAST line on stdout is one JSON object.
 """
 
 from __future__ import annotations
@@ -51,7 +54,8 @@ VARIANTS: dict[str, tuple[int, list[str]]] = {
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--variants", default="before,work,gc,gc2,gc_ddp2,gc2_ddp2")
-    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--repeat", type=int, default=1, help="rounds of all variants, alternating")
     ap.add_argument("--quick", action="store_true", help="the tiny model on CPU, 2 steps (figures are smoke values)")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--backend", default="auto")
@@ -83,18 +87,27 @@ def main() -> int:
                               else None, "model": "tiny" if args.quick else "0.5b", "quick": args.quick, "batch_per_process": args.batch, "steps": args.steps,
                               "variants": {}}
     tasks = out / "tasks"
-    for name in names:
-        procs, extra = VARIANTS[name]
-        data = [f"data.tasks={tasks}"] if tasks.exists() else ["data.synthesize=16"]
-        run = tm.launch(name, out, procs, [*base, *data, *extra], timeout=600)
-        if not tasks.exists() and (out / name / "tasks").exists():
-            import shutil
+    keep = ("procs", "returncode", "error", "steps", "tokens_per_s", "tokens_per_s_per_process", "step_s",
+            "rollout_s", "train_s", "peak_mem_gb", "phases_gb", "reward")
+    for rnd in range(args.repeat):
+        for name in names:
+            procs, extra = VARIANTS[name]
+            data = [f"data.tasks={tasks}"] if tasks.exists() else ["data.synthesize=16"]
+            run = tm.launch(f"{name}-{rnd}", out, procs, [*base, *data, *extra], timeout=600)
+            if not tasks.exists() and (out / f"{name}-{rnd}" / "tasks").exists():
+                import shutil
 
-            shutil.copytree(out / name / "tasks", tasks)
-        keep = ("procs", "returncode", "error", "steps", "tokens_per_s", "tokens_per_s_per_process", "step_s",
-                "peak_mem_gb", "phases_gb", "reward")
-        result["variants"][name] = {"overrides": extra, **{k: run.get(k) for k in keep}}
-        tm.log(f"{name}: {json.dumps(result['variants'][name]['peak_mem_gb'])} GB")
+                shutil.copytree(out / f"{name}-{rnd}" / "tasks", tasks)
+            v = result["variants"].setdefault(name, {"overrides": extra, "launches": []})
+            v["launches"].append({k: run.get(k) for k in keep})
+            tm.log(f"{name} round {rnd}: {run.get('tokens_per_s')} tokens/s, {json.dumps(run.get('peak_mem_gb'))} GB")
+    for v in result["variants"].values():
+        ok = [r for r in v["launches"] if r.get("returncode") == 0 and r.get("tokens_per_s")]
+        v["ran"] = len(ok)
+        for k in ("tokens_per_s", "tokens_per_s_per_process", "step_s", "rollout_s", "train_s"):
+            vals = [r[k] for r in ok if r.get(k) is not None]
+            v[k] = round(sum(vals) / len(vals), 3) if vals else None
+        v["peak_mem_gb"] = max((max(r["peak_mem_gb"]) for r in ok if r.get("peak_mem_gb")), default=None)
     before = result["variants"].get("before", {})
     for v in result["variants"].values():
         if before.get("tokens_per_s_per_process") and v.get("tokens_per_s_per_process"):

@@ -332,6 +332,7 @@ def launch(name: str, out: Path, procs: int, overrides: list[str], *, accelerate
         "phases_gb": [{k: round(v, 3) for k, v in r.get("phases_gb", {}).items()}
                       for r in sorted(ranks, key=lambda r: r["rank"])],
         "reward": [steps[k]["reward"] for k in sorted(steps)],
+        "rollout_s": [steps[k].get("rollout/rollout_s") for k in sorted(steps)],  # rank 0's, per step
         "loss": [steps[k]["loss"] for k in sorted(steps)],
     })
     res.update(throughput(res))
@@ -347,8 +348,13 @@ def throughput(run: dict[str, Any], upto: int | None = None) -> dict[str, Any]:
         return {"timed_steps": 0, "step_s": None, "tokens_per_s": None, "tokens_per_s_per_process": None}
     seconds = run["stamps"][n] - run["stamps"][1]
     tokens = run["num_tokens"][n - 1] - run["num_tokens"][0]
-    return {"timed_steps": n - 1, "step_s": round(seconds / (n - 1), 3), "tokens_per_s": round(tokens / seconds, 1),
-            "tokens_per_s_per_process": round(tokens / seconds / run["procs"], 1)}
+    out = {"timed_steps": n - 1, "step_s": round(seconds / (n - 1), 3), "tokens_per_s": round(tokens / seconds, 1),
+           "tokens_per_s_per_process": round(tokens / seconds / run["procs"], 1)}
+    rollout = [r for r in (run.get("rollout_s") or [])[1:n] if r is not None]
+    if len(rollout) == n - 1:  # the rest of a step: scoring, backward, optimizer (what checkpointing costs)
+        out["rollout_s"] = round(sum(rollout) / len(rollout), 3)
+        out["train_s"] = round(out["step_s"] - out["rollout_s"], 3)
+    return out
 
 
 def agreement(a: list[float], b: list[float]) -> dict[str, Any]:
