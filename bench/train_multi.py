@@ -332,7 +332,7 @@ def launch(name: str, out: Path, procs: int, overrides: list[str], *, accelerate
         "phases_gb": [{k: round(v, 3) for k, v in r.get("phases_gb", {}).items()}
                       for r in sorted(ranks, key=lambda r: r["rank"])],
         "reward": [steps[k]["reward"] for k in sorted(steps)],
-        "rollout_s": [steps[k].get("rollout/rollout_s") for k in sorted(steps)],  # rank 0's, per step
+        "rollout_s_steps": [steps[k].get("rollout/rollout_s") for k in sorted(steps)],  # rank 0's, per step
         "loss": [steps[k]["loss"] for k in sorted(steps)],
     })
     res.update(throughput(res))
@@ -350,7 +350,7 @@ def throughput(run: dict[str, Any], upto: int | None = None) -> dict[str, Any]:
     tokens = run["num_tokens"][n - 1] - run["num_tokens"][0]
     out = {"timed_steps": n - 1, "step_s": round(seconds / (n - 1), 3), "tokens_per_s": round(tokens / seconds, 1),
            "tokens_per_s_per_process": round(tokens / seconds / run["procs"], 1)}
-    rollout = [r for r in (run.get("rollout_s") or [])[1:n] if r is not None]
+    rollout = [r for r in (run.get("rollout_s_steps") or [])[1:n] if r is not None]
     if len(rollout) == n - 1:  # the rest of a step: scoring, backward, optimizer (what checkpointing costs)
         out["rollout_s"] = round(sum(rollout) / len(rollout), 3)
         out["train_s"] = round(out["step_s"] - out["rollout_s"], 3)

@@ -64,6 +64,13 @@ CONDITION_MIX: dict[Condition, dict[Behaviour, float]] = {
     **{b: {b: 1.0} for b in BEHAVIOURS},  # type: ignore[misc]
 }
 STEP_MARKER_P = 0.5
+# How the final answer says the task's outputs: plain (`All done. lock, Porch light`) or quoted
+# as a JSON tool output writes them (`All done. "lock", "Porch light"`). A string value in a tool
+# output follows `": "`, whose space the tokenizer glues to the quote, so the value's own tokens
+# have no leading space; said plainly in prose they take one, and 80% of read-and-report values
+# change token ids (bench/reader_tokens.py). Quoted, every value keeps them.
+ANSWER_STYLES = ("plain", "quoted")
+AnswerStyle = Literal["plain", "quoted"]
 PLAIN_SENTENCE = "Sure, working on it."   # the `none` condition's one non-behavioural sentence
 FILLER = "."                               # the `length_matched` condition's filler character
 
@@ -173,9 +180,12 @@ class BehaviourAgent:
     """
 
     def __init__(self, task: Task, domain: Domain, condition: Condition, rng: random.Random,
-                 *, filler_chars: int = 0):
+                 *, filler_chars: int = 0, answers: AnswerStyle = "plain"):
         if condition not in CONDITIONS:
             raise ValueError(f"unknown condition {condition!r}: use one of {', '.join(CONDITIONS)}")
+        if answers not in ANSWER_STYLES:
+            raise ValueError(f"unknown answer style {answers!r}: use {' or '.join(ANSWER_STYLES)}")
+        self.answers = answers
         self.task, self.domain, self.condition, self.rng = task, domain, condition, rng
         self.used: Counter[str] = Counter()
         self.reasoning_chars = 0
@@ -322,6 +332,8 @@ class BehaviourAgent:
         outs = [str(o) for o in self.task.expected_outputs]
         if self.wrong_outputs:
             outs = [wrong_value(o, self.domain) for o in outs]
+        if self.answers == "quoted":  # as a JSON tool output writes them: the same token ids (issue 28)
+            outs = [json.dumps(o) for o in outs]
         return f"All done. {', '.join(outs)}".strip() if outs else "All done."
 
     def _content(self, *parts: str) -> str | None:
@@ -561,8 +573,10 @@ async def agenerate_traces(
     llm: LLMClient | None = None,
     progress: bool | Callable[[int, int], None] = False,
     pool: Any = None,
+    answers: AnswerStyle = "plain",
 ) -> TraceSet:
-    """Run one episode per task in the condition; `pool` (a SandboxPool) is made from `backend` if not given."""
+    """Run one episode per task in the condition; `pool` (a SandboxPool) is made from `backend` if not given.
+    `answers`: how procedural traces say the task's outputs (see ANSWER_STYLES)."""
     from sandboxes import SandboxConfig, SandboxPool
     from synth.episode import resolve_domain, run_episodes
     from synth.usersim import ScriptedUser
@@ -603,7 +617,7 @@ async def agenerate_traces(
                 full: dict[str, BehaviourAgent] = {}
 
                 def all_agent(t: Task) -> BehaviourAgent:
-                    full[t.id] = BehaviourAgent(t, resolve_domain(t, None), "all", task_rng(seed, t))
+                    full[t.id] = BehaviourAgent(t, resolve_domain(t, None), "all", task_rng(seed, t), answers=answers)
                     return full[t.id]
 
                 await episodes(all_agent)
@@ -611,7 +625,7 @@ async def agenerate_traces(
 
             def agent(t: Task) -> BehaviourAgent:
                 agents[t.id] = BehaviourAgent(t, resolve_domain(t, None), condition, task_rng(seed, t),
-                                              filler_chars=targets.get(t.id, 0))
+                                              filler_chars=targets.get(t.id, 0), answers=answers)
                 return agents[t.id]
 
             out.trajectories = await episodes(agent)
@@ -644,12 +658,14 @@ def generate_traces(
     concurrency: int = 8,
     llm: LLMClient | None = None,
     progress: bool | Callable[[int, int], None] = False,
+    answers: AnswerStyle = "plain",
 ) -> list[Trajectory]:
     """Priming traces of `condition` for `tasks`, one real episode each (sync; see agenerate_traces)."""
     import anyio
 
     async def go() -> TraceSet:
         return await agenerate_traces(tasks, condition, mode=mode, backend=backend, system_prompt=system_prompt,
-                                      seed=seed, concurrency=concurrency, llm=llm, progress=progress)
+                                      seed=seed, concurrency=concurrency, llm=llm, progress=progress,
+                                      answers=answers)
 
     return anyio.run(go).trajectories

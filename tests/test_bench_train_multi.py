@@ -136,3 +136,14 @@ def test_the_memory_target_needs_both_the_peak_and_the_speed():
     result = {"nproc": 4, "scaling": 3.6, "memory": m}
     assert tm.judge(result, {"one_small_free", "one_small", "multi"}) == {"scaling": True, "memory": True}
     assert tm.judge({**result, "scaling": 3.4}, {"one_small", "multi"}) == {"scaling": False}
+
+
+def test_throughput_splits_steps_and_can_be_taken_again_over_fewer_steps():
+    tm = _train_multi()
+    run = {"procs": 2, "steps": 3, "stamps": [0.0, 1.0, 3.0, 5.0], "num_tokens": [100, 300, 500],
+           "rollout_s_steps": [0.9, 1.5, 1.5]}
+    first = tm.throughput(run)
+    assert first == {"timed_steps": 2, "step_s": 2.0, "tokens_per_s": 100.0, "tokens_per_s_per_process": 50.0,
+                     "rollout_s": 1.5, "train_s": 0.5}
+    run.update(first)  # as launch() does; the multi run's figures are then taken again over the baseline's steps
+    assert tm.throughput(run, upto=2)["step_s"] == 2.0 and tm.throughput(run, upto=2)["rollout_s"] == 1.5

@@ -246,3 +246,26 @@ def test_llm_mode_against_the_session_vllm_server(tasks, backend, vllm_server):
         assert t.messages[0]["content"] == brief_system_prompt(task, load_domain(task.domain))
         assert t.termination not in ("setup_error", "sandbox_dead"), t.error
         assert t.stats.agent_turns >= 1
+
+
+def test_quoted_answers_say_the_outputs_as_a_json_tool_output_writes_them(tasks, backend):
+    """answers="quoted" (issue 28): the final answer quotes each expected output, so a value keeps the
+    token ids it has inside a JSON tool output; the trace still reaches the expected state and the
+    communication reward still finds every output in it."""
+    with pytest.raises(ValueError, match="unknown answer style"):
+        BehaviourAgent(tasks[0], load_domain(tasks[0].domain), "all", random.Random(0),
+                       answers="bold")  # type: ignore[arg-type]
+    with_outputs = [t for t in tasks if t.expected_outputs] or tasks
+    plain = generate_traces(with_outputs, "all", backend=backend, concurrency=3)
+    quoted = generate_traces(with_outputs, "all", backend=backend, concurrency=3, answers="quoted")
+    comm = CommunicationReward()
+    for p, q, task in zip(plain, quoted, with_outputs, strict=True):
+        assert q.reached_expected_state, (task.id, q.termination, q.error)
+        last_p = [m["content"] for m in p.messages if m["role"] == "assistant" and m.get("content")][-1]
+        last_q = [m["content"] for m in q.messages if m["role"] == "assistant" and m.get("content")][-1]
+        outs = [str(o) for o in task.expected_outputs]
+        # (a closing check may come first: "Check: WEB-6 has assignee chidi, as asked. All done. ...")
+        assert last_q.endswith(f"All done. {', '.join(json.dumps(o) for o in outs)}" if outs else "All done.")
+        assert last_p.endswith(f"All done. {', '.join(outs)}" if outs else "All done.")
+        assert last_q.removesuffix(last_q.split("All done.")[-1]) == last_p.removesuffix(last_p.split("All done.")[-1])
+        assert anyio.run(comm.score, task, q).score == anyio.run(comm.score, task, p).score == 1.0
