@@ -252,21 +252,29 @@ def token_growth(tok: Tok, alt: Tok, trajs: list[Any]) -> dict[str, float]:
     return {"shipped": round(a / n, 1), "split_space": round(b / n, 1), "ratio": round(b / max(a, 1), 3)}
 
 
-def held_out_stats(tok: Tok, gold: list[Any], held_fam: list[Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def render_trajectory(tok: Tok, traj: Any) -> tuple[str, dict[str, Any], list[int]] | None:
+    """The episode's text as the policy sees it, its regions, and the token ids of its tool outputs
+    (None for a trajectory with no trainable messages)."""
     from synth.sft_data import trl_messages
 
+    msgs = trl_messages(traj)
+    if msgs is None:
+        return None
+    text = tok.render(msgs, traj.tools)
+    reg = regions(text)
+    return text, reg, [i for ids in tool_ids(tok, text, reg["tool"]) for i in ids]
+
+
+def held_out_stats(tok: Tok, gold: list[Any], held_fam: list[Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     families: dict[str, Any] = {}
     examples: dict[str, Any] = {}
     rows: dict[str, list[dict[str, Any]]] = {f: [] for f in FAMILIES}
     by_id = {t.id: t for t in held_fam}
     for traj in gold:
         task = by_id[traj.task_id]
-        msgs = trl_messages(traj)
-        if msgs is None:
+        if (rendered := render_trajectory(tok, traj)) is None:
             continue
-        text = tok.render(msgs, traj.tools)
-        reg = regions(text)
-        tids = [i for ids in tool_ids(tok, text, reg["tool"]) for i in ids]
+        text, reg, tids = rendered
         key_of = {str(v): k for a in task.gold_actions[1:] for k, v in a.arguments.items()}
         for v, raw in copied_values(task, traj):
             in_out = any(v.lower() in text[s:e].lower() for s, e in reg["tool"])
@@ -310,20 +318,15 @@ def held_out_stats(tok: Tok, gold: list[Any], held_fam: list[Any]) -> tuple[dict
 
 def priming_stats(tok: Tok, primed: list[Any], prime_tasks: list[Any]) -> dict[str, Any]:
     """The priming traces (the demo's condition, its read_report train tasks): is the value said, and how."""
-    from synth.sft_data import trl_messages
-
     pr = {"traces": len(primed), "values": 0, "said_in_final_answer": 0, "said_anywhere": 0,
           "said_ids_contiguous_in_tool_ids": 0, "said_ids_equal_tool_ids_at_value": 0, "said_ids_without_glued_first_token": 0,
           "char_before_value": Counter(), "said_vs_source": Counter(), "examples": []}
     by_pid = {t.id: t for t in prime_tasks}
     for traj in primed:
         task = by_pid[traj.task_id]
-        msgs = trl_messages(traj)
-        if msgs is None:
+        if (rendered := render_trajectory(tok, traj)) is None:
             continue
-        text = tok.render(msgs, traj.tools)
-        reg = regions(text)
-        tids = [i for ids in tool_ids(tok, text, reg["tool"]) for i in ids]
+        text, reg, tids = rendered
         final = reg["answer"][-1] if reg["answer"] else (0, 0)
         for v in map(str, task.expected_outputs):
             pr["values"] += 1

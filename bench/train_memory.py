@@ -79,9 +79,7 @@ def main() -> int:
         model = tm.build_model(out / "model-0.5b", tm.SHAPES["0.5b"])
         policy = ["grpo.max_completion_length=256", "model.tiny=false", f"model.name_or_path={model}",
                   "grpo.learning_rate=1e-6"]
-    base = ["grpo.num_generations=8", "rollout.use_vllm=false", f"rollout.sandbox_backend={args.backend}",
-            "run.logging=[]", "run.save_steps=1000000", "rollout.save_episodes=false",
-            f"data.domains={json.dumps(tm.DOMAINS)}", *policy, f"grpo.max_steps={args.steps}",
+    base = [*tm.common_overrides(args.backend), *policy, f"grpo.max_steps={args.steps}",
             f"grpo.per_device_train_batch_size={args.batch}"]
     result: dict[str, Any] = {"bench": "train_memory", "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available()
                               else None, "model": "tiny" if args.quick else "0.5b", "quick": args.quick, "batch_per_process": args.batch, "steps": args.steps,

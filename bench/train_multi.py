@@ -287,6 +287,14 @@ def _build_model_here(out: Path, shape: dict[str, int], seed: int = 0) -> Path:
     return out
 
 
+def common_overrides(backend: str) -> list[str]:
+    """What every launch of the bench sets: transformers generation, G = 8, the two domains, no logging,
+    checkpoints or episode files."""
+    return ["grpo.num_generations=8", "rollout.use_vllm=false", f"rollout.sandbox_backend={backend}",
+            "run.logging=[]", "run.save_steps=1000000", "rollout.save_episodes=false",
+            f"data.domains={json.dumps(DOMAINS)}"]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -455,9 +463,7 @@ def main() -> int:
                               "batch_per_process": b, "global_batch": n * b, "max_completion_length": mcl,
                               "launch": f"accelerate launch --config_file examples/accelerate/ddp.yaml "
                                         f"--num_processes {n} -m tooldojo train ...", "runs": {}}
-    base = [f"grpo.max_completion_length={mcl}", "grpo.num_generations=8", "rollout.use_vllm=false",
-            f"rollout.sandbox_backend={args.backend}", "run.logging=[]", "run.save_steps=1000000",
-            "rollout.save_episodes=false", f"data.domains={json.dumps(DOMAINS)}"]
+    base = [f"grpo.max_completion_length={mcl}", *common_overrides(args.backend)]
     if args.quick:
         base += ["rollout.max_turns=1"]
     if model != "tiny":

@@ -238,6 +238,13 @@ class MultiTurnRollout:
             self._longest_prompt = max(self.prompt_tokens(t) for t in self.tasks.values())
         return self._longest_prompt
 
+    def cache_work(self, sequences: int) -> Any:
+        """What generation must hold at once (rl.continuous.CacheWork): ``sequences`` episodes in
+        flight, each its longest prompt plus the whole completion budget."""
+        from rl.continuous import CacheWork
+
+        return CacheWork(sequences=sequences, tokens=self.longest_prompt() + self.max_completion_length)
+
     def check_prompts_fit(self, context_limit: int) -> None:
         """Refuse a run in which no episode can generate: every task's prompt (system prompt and tool
         schemas) fills the model's context. Checked before training, not found as a run of empty episodes
@@ -329,12 +336,11 @@ class MultiTurnRollout:
         elif mode == "auto":  # continuous batching pays off where decoding is launch-bound: on a GPU
             mode = "continuous" if trainer.model.device.type == "cuda" else "padded"
         if mode == "continuous":
-            from rl.continuous import CacheWork, ContinuousHFGenerator
+            from rl.continuous import ContinuousHFGenerator
 
             work = None
             if self.generation_memory == "work":
-                per_rank = args.per_device_train_batch_size * (args.steps_per_generation or 1)
-                work = CacheWork(sequences=per_rank, tokens=self.longest_prompt() + self.max_completion_length)
+                work = self.cache_work(args.per_device_train_batch_size * (args.steps_per_generation or 1))
             self.generator = ContinuousHFGenerator(model_fn, tok, sampling, eos_ids=eos, context_limit=limit,
                                                    cb_config=self.hf_continuous_batching, work=work,
                                                    memory_cap=self.generation_memory_cap)

@@ -119,11 +119,10 @@ def vllm_cache_kwargs(cfg: TrainConfig, rollout: Any, model_path: str, *, cuda: 
         return {}
     from transformers import AutoConfig
 
-    from rl.continuous import CacheWork, kv_bytes_per_token, work_sized
+    from rl.continuous import kv_bytes_per_token, work_sized
 
     g = cfg.grpo
-    work = CacheWork(sequences=g.per_device_train_batch_size * (g.steps_per_generation or g.gradient_accumulation_steps),
-                     tokens=rollout.longest_prompt() + g.max_completion_length)
+    work = rollout.cache_work(g.per_device_train_batch_size * (g.steps_per_generation or g.gradient_accumulation_steps))
     blocks = work_sized(work, 16)["num_blocks"]  # vLLM's default block size
     return {"kv_cache_memory_bytes": blocks * 16 * kv_bytes_per_token(AutoConfig.from_pretrained(model_path))}
 

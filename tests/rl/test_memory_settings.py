@@ -70,7 +70,11 @@ def test_the_vllm_cache_is_sized_to_the_work_on_a_gpu():
     from rl.trainer import vllm_cache_kwargs
 
     model = str(build_tiny_model())
-    rollout = SimpleNamespace(longest_prompt=lambda: 900)
+    from rl.rollout import MultiTurnRollout
+
+    # MultiTurnRollout.cache_work on a stand-in with the longest prompt and the completion budget
+    fields = SimpleNamespace(longest_prompt=lambda: 900, max_completion_length=128)
+    rollout = SimpleNamespace(cache_work=lambda n: MultiTurnRollout.cache_work(fields, n))
     cfg = load_config(ROOT / "examples" / "train_tiny.yaml", ["grpo.per_device_train_batch_size=8",
                                                                "grpo.max_completion_length=128"])
     kw = vllm_cache_kwargs(cfg, rollout, model, cuda=True)
