@@ -2,8 +2,8 @@
 (bench/train_multi.py's setup) with one setting changed each, against the bench as it ran before
 issue 32 item 1 (the KV cache from free memory, no gradient checkpointing), in the same run.
 
-    python bench/train_memory.py [--variants before,work,gc,gc2,gc_ddp2,gc2_ddp2,shared_prefix] [--steps 6]
-                                 [--repeat 2]
+    python bench/train_memory.py [--variants before,work,gc,gc2,before_ddp2,gc_ddp2,gc2_ddp2,shared_prefix]
+                                 [--steps 6] [--repeat 2] [--save partial.json]
     python bench/train_memory.py --quick      # the tiny model on CPU, before and gc, 2 steps: a smoke run
 
 Each launch records per rank the peak allocated GPU memory of generation (the rollout) and of
@@ -11,8 +11,10 @@ training (forward, backward, optimizer), tokens/s over the timed steps (all but 
 the step split into rollout and the rest (``train_s``: scoring, backward, optimizer, which is what
 checkpointing slows). ``--repeat`` runs the variants in alternating rounds (before, gc, ..., before,
 gc, ...): launches of identical settings have differed by ~8% in tokens/s over 3 timed steps, since
-what is sampled differs. Per variant: the mean over rounds; ``speed_kept`` = mean tokens/s per
-process / ``before``'s. The LAST line on stdout is one JSON object.
+what is sampled differs. Per variant: the mean over rounds; ``speed_kept`` = its mean tokens/s / the
+baseline's with as many processes (``before`` for one GPU, ``before_ddp2`` for two; without that,
+``before`` per process). ``--save`` rewrites the summary after every launch, so a run cut off by a
+time limit keeps what it measured. The LAST line on stdout is one JSON object.
 """
 
 from __future__ import annotations
@@ -38,10 +40,12 @@ def _train_multi():
 
 tm = _train_multi()  # its launch(): the real `accelerate launch` of `dojo train`, with the step clock
 
+BEFORE = ["rollout.generation_memory=free", "grpo.gradient_checkpointing=false"]
 GC = ["grpo.gradient_checkpointing=true"]
 GC2 = [*GC, 'grpo.gradient_checkpointing_kwargs={"every_n_layers": 2}']
 VARIANTS: dict[str, tuple[int, list[str]]] = {
-    "before": (1, ["rollout.generation_memory=free", "grpo.gradient_checkpointing=false"]),
+    "before": (1, BEFORE),
+    "before_ddp2": (2, BEFORE),
     "work": (1, ["grpo.gradient_checkpointing=false"]),  # the cache sized to the work (default now)
     "gc": (1, GC),
     "gc2": (1, GC2),
@@ -49,6 +53,30 @@ VARIANTS: dict[str, tuple[int, list[str]]] = {
     "gc2_ddp2": (2, GC2),
     "shared_prefix": (1, ["grpo.gradient_checkpointing=false", "trainer.shared_prefix=true"]),
 }
+
+
+def summarise(result: dict[str, Any]) -> None:
+    """Per variant: means over its successful launches, the peak over them, the speed kept against the
+    baseline with as many processes."""
+    for v in result["variants"].values():
+        ok = [r for r in v["launches"] if r.get("returncode") == 0 and r.get("tokens_per_s")]
+        v["ran"] = len(ok)
+        for k in ("tokens_per_s", "tokens_per_s_per_process", "step_s", "rollout_s", "train_s"):
+            vals = [r[k] for r in ok if r.get(k) is not None]
+            v[k] = round(sum(vals) / len(vals), 3) if vals else None
+        v["peak_mem_gb"] = max((max(r["peak_mem_gb"]) for r in ok if r.get("peak_mem_gb")), default=None)
+    variants = result["variants"]
+    for name, v in variants.items():
+        procs = VARIANTS[name][0]
+        ref, key = ("before" if procs == 1 else f"before_ddp{procs}"), "tokens_per_s"
+        if not variants.get(ref, {}).get(key):  # no baseline with as many processes: one GPU's, per process
+            ref, key = "before", "tokens_per_s_per_process"
+        base, mine = variants.get(ref, {}).get(key), v.get(key)
+        v.pop("speed_kept", None)
+        v.pop("speed_kept_against", None)
+        if base and mine:
+            v["speed_kept"] = round(mine / base, 3)
+            v["speed_kept_against"] = ref if key == "tokens_per_s" else f"{ref}, per process"
 
 
 def main() -> int:
@@ -59,6 +87,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="the tiny model on CPU, 2 steps (figures are smoke values)")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--backend", default="auto")
+    ap.add_argument("--save", type=Path, help="the summary so far, rewritten after every launch")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "tooldojo-bench-train-memory")
     args = ap.parse_args()
     if args.quick:
@@ -67,8 +96,7 @@ def main() -> int:
     unknown = sorted(set(names) - set(VARIANTS))
     if unknown:
         raise SystemExit(f"unknown variants {unknown}; known: {sorted(VARIANTS)}")
-    if "before" in names:  # the baseline first
-        names = ["before", *[n for n in names if n != "before"]]
+    names = sorted(names, key=lambda n: not n.startswith("before"))  # the baselines first
     import torch
 
     out = args.out
@@ -99,17 +127,9 @@ def main() -> int:
             v = result["variants"].setdefault(name, {"overrides": extra, "launches": []})
             v["launches"].append({k: run.get(k) for k in keep})
             tm.log(f"{name} round {rnd}: {run.get('tokens_per_s')} tokens/s, {json.dumps(run.get('peak_mem_gb'))} GB")
-    for v in result["variants"].values():
-        ok = [r for r in v["launches"] if r.get("returncode") == 0 and r.get("tokens_per_s")]
-        v["ran"] = len(ok)
-        for k in ("tokens_per_s", "tokens_per_s_per_process", "step_s", "rollout_s", "train_s"):
-            vals = [r[k] for r in ok if r.get(k) is not None]
-            v[k] = round(sum(vals) / len(vals), 3) if vals else None
-        v["peak_mem_gb"] = max((max(r["peak_mem_gb"]) for r in ok if r.get("peak_mem_gb")), default=None)
-    before = result["variants"].get("before", {})
-    for v in result["variants"].values():
-        if before.get("tokens_per_s_per_process") and v.get("tokens_per_s_per_process"):
-            v["speed_kept"] = round(v["tokens_per_s_per_process"] / before["tokens_per_s_per_process"], 3)
+            summarise(result)
+            if args.save:
+                args.save.write_text(json.dumps(result))
     print(json.dumps(result))
     return 0
 
