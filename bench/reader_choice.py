@@ -1,0 +1,168 @@
+"""Reading fails where? Choosing the value, or writing it out (issue 28, section 9 of
+bench/results/reader_gpu.md). CPU, teacher-forced, no sampling.
+
+Every held-out ``read_report`` task of the demo (seed 0, ``rl.demo.make_tasks``) is played as its gold
+episode (``synth.behaviours.generate_traces``, condition ``none``), with the final answer plain
+(``All done. Porch light, lock``) or quoted as the tool output writes it (``All done. "Porch light",
+"lock"``: the same token ids as the output, bench/reader_tokens.py), rendered with the model's chat
+template. At each token of each reported value in the final answer, the model's argmax given everything
+before it (the tool output included) is compared with the gold token:
+
+- ``first``: the value's first token, i.e. which of the output's strings is said;
+- ``rest``: the value's other tokens, given its first (copying a string once it is chosen);
+- ``whole``: every token of the value right;
+- a wrong first token is sorted by its text (a leading space or quote dropped, case ignored) into
+  ``value_other_tokens`` (it starts the right value, tokenized otherwise, e.g. ``Living`` for ``L iving``),
+  ``another_output_string`` (it starts another string of the tool outputs, a key or another field's or
+  record's value: a wrong choice) or ``not_in_output`` (no output string starts so: not read at all);
+  ``candidates`` is the mean number of distinct strings the outputs hold (1 / candidates is what a
+  uniform pick among them would get right).
+
+    PYTHONPATH=. python bench/reader_choice.py --models /tmp/bases/0.66M,/tmp/bases/4M,rl/base \\
+        [--tasks-dir DEMO_OUT] [--out bench/results/reader_choice_cpu.json]
+
+DEMO_OUT is a folder whose ``tasks/`` a demo run (or ``rl.demo.make_tasks``) wrote; without it the tasks
+are made here (~4 min). One JSON line last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+# bench/ holds rewards.py and synth.py: keep the packages of those names importable
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+TOOL = re.compile(r"<tool_response>\n(.*?)\n</tool_response>", re.S)
+ANSWER = re.compile(r"<\|im_start\|>assistant\n(.*?)(?=<tool_call>|<\|im_end\|>)", re.S)
+JSON_STRING = re.compile(r'"((?:[^"\\]|\\.)+)"')
+
+
+def value_spans(text: str, values: list[str]) -> list[tuple[int, int]]:
+    """Where each value stands in the episode's LAST assistant answer (the report), as char spans."""
+    answers = [m.span(1) for m in ANSWER.finditer(text) if m.group(1).strip()]
+    if not answers:
+        return []
+    s, e = answers[-1]
+    low, out = text.lower(), []
+    for v in values:
+        i = low.find(v.lower(), s, e)
+        if i >= 0:
+            out.append((i, i + len(v)))
+    return out
+
+
+def miss_kind(said: str, value: str, strings: set[str]) -> str:
+    """What a wrong first token started: the right value in other tokens, another output string, neither."""
+    head = said.lstrip(' "').lower()
+    if head and value.lower().startswith(head):
+        return "value_other_tokens"
+    if head and any(x.startswith(head) for x in strings if x != value.lower()):
+        return "another_output_string"
+    return "not_in_output"
+
+
+def score_episode(model: Any, tok: Any, text: str, values: list[str]) -> list[dict[str, Any]]:
+    """Teacher-forced argmax at each reported value's tokens; one record per value found in the answer."""
+    import torch
+
+    enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+    ids, offs = enc["input_ids"], enc["offset_mapping"]
+    with torch.no_grad():
+        pred = model(input_ids=torch.tensor([ids])).logits[0].argmax(-1).tolist()
+    strings = {m.group(1).lower() for a, b in (m0.span(1) for m0 in TOOL.finditer(text))
+               for m in JSON_STRING.finditer(text[a:b])}
+    out = []
+    for s, e in value_spans(text, values):
+        pos = [i for i, (a, b) in enumerate(offs) if a < e and b > s and i > 0]
+        if not pos:
+            continue
+        ok = [pred[i - 1] == ids[i] for i in pos]
+        said = tok.decode([pred[pos[0] - 1]])
+        value = text[s:e]
+        out.append({"first": ok[0], "rest": ok[1:], "whole": all(ok), "candidates": len(strings),
+                    "miss": None if ok[0] else miss_kind(said, value, strings), "value": value, "said_first": said})
+    return out
+
+
+def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
+    n = len(records)
+    rest = [r for rec in records for r in rec["rest"]]
+    misses = [r["miss"] for r in records if r["miss"]]
+    return {"values": n,
+            "first": round(sum(r["first"] for r in records) / n, 4) if n else None,
+            "rest": round(sum(rest) / len(rest), 4) if rest else None,
+            "whole": round(sum(r["whole"] for r in records) / n, 4) if n else None,
+            "first_misses": {k: misses.count(k) for k in ("value_other_tokens", "another_output_string",
+                                                           "not_in_output")},
+            "candidates": round(sum(r["candidates"] for r in records) / n, 1) if n else None}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", required=True, help="comma-separated model folders (a base or a primed policy)")
+    ap.add_argument("--tasks-dir", default="", help="a folder with tasks/ from a demo run (else made here)")
+    ap.add_argument("--work", default="/tmp/reader_choice")
+    ap.add_argument("--examples", type=int, default=6)
+    ap.add_argument("--out", default="")
+    args = ap.parse_args()
+    t0 = time.time()
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rl.demo import make_tasks, sandbox_backend, train_config
+    from rl.demo_config import DemoConfig
+    from synth.behaviours import generate_traces
+    from synth.sft_data import trl_messages
+    from synth.task_families import family_of
+    from synth.tasks import load_tasks
+
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    cfg = DemoConfig(out_dir=args.work)
+    backend = sandbox_backend(cfg)
+    if args.tasks_dir:
+        held = load_tasks(Path(args.tasks_dir) / "tasks" / "held_out")
+    else:
+        _train, held = make_tasks(cfg, Path(args.work), backend)
+    tasks = [t for t in held if family_of(t) == "read_report"]
+    system_prompt = train_config(cfg, Path(args.work)).rollout.system_prompt
+    gold = {form: generate_traces(tasks, "none", backend=backend, system_prompt=system_prompt, seed=cfg.seed,
+                                  answers=form) for form in ("plain", "quoted")}
+    result: dict[str, Any] = {"bench": "reader_choice", "tasks": len(tasks),
+                              "tasks_from": args.tasks_dir or "rl.demo.make_tasks(DemoConfig(), seed 0)",
+                              "models": {}, "examples": {}}
+    for path in [p for p in args.models.split(",") if p]:
+        tok = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+        res: dict[str, Any] = {"parameters": sum(p.numel() for p in model.parameters())}
+        for form, trajs in gold.items():
+            records = []
+            for task, traj in zip(tasks, trajs, strict=True):
+                msgs = trl_messages(traj)
+                if msgs is None:
+                    continue
+                text = tok.apply_chat_template(msgs, tools=traj.tools, tokenize=False)
+                records += score_episode(model, tok, text, [str(v) for v in task.expected_outputs])
+            res[form] = summarise(records)
+            result["examples"][f"{Path(path).name}/{form}"] = [
+                {"value": r["value"], "said_first": r["said_first"], "miss": r["miss"]}
+                for r in records if r["miss"]][:args.examples]
+        result["models"][str(path)] = res
+        print(f"[reader_choice] {path}: {json.dumps(res)}", file=sys.stderr, flush=True)
+    result["seconds"] = round(time.time() - t0, 1)
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n")
+    print(json.dumps(result, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    main()

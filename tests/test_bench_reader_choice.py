@@ -1,0 +1,93 @@
+"""bench/reader_choice.py: which tokens of a reported value are scored, and how a wrong first token is
+sorted (issue 28: choosing the value vs writing it)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+ROOT = Path(__file__).resolve().parents[1]
+TEXT = ('<|im_start|>user\nShow LT-1, then tell me its name and type.<|im_end|>\n'
+        '<|im_start|>assistant\n<tool_call>\n{"name": "get", "arguments": {"id": "LT-1"}}\n</tool_call><|im_end|>\n'
+        '<|im_start|>user\n<tool_response>\n{"name": "Porch light", "type": "lock", "room": "Hallway"}\n'
+        '</tool_response><|im_end|>\n<|im_start|>assistant\nAll done. "Porch light", "lock"<|im_end|>\n')
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_reader_choice", ROOT / "bench" / "reader_choice.py")
+    mod = importlib.util.module_from_spec(spec)
+    path = list(sys.path)
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path[:] = path
+    return mod
+
+
+class Oracle(torch.nn.Module):
+    """Predicts the gold next token everywhere except at the given positions, where it says `say`."""
+
+    def __init__(self, ids: list[int], vocab: int, wrong: dict[int, int]):
+        super().__init__()
+        self.ids, self.vocab, self.wrong = ids, vocab, wrong
+
+    def forward(self, input_ids):
+        n = input_ids.shape[1]
+        logits = torch.zeros(1, n, self.vocab)
+        for i in range(n):
+            nxt = self.wrong.get(i + 1, self.ids[i + 1] if i + 1 < n else 0)
+            logits[0, i, nxt] = 1.0
+        return SimpleNamespace(logits=logits)
+
+
+@pytest.fixture(scope="module")
+def tok():
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(ROOT / "rl" / "base"))
+
+
+def _positions(tok, text, value):
+    enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+    s = text.rindex(value)
+    return enc["input_ids"], [i for i, (a, b) in enumerate(enc["offset_mapping"]) if a < s + len(value) and b > s]
+
+
+def test_the_report_values_are_found_in_the_last_answer_and_a_wrong_start_is_sorted():
+    rc = _bench()
+    spans = rc.value_spans(TEXT, ["Porch light", "lock", "Attic"])
+    assert [TEXT[a:b] for a, b in spans] == ["Porch light", "lock"]
+    assert all(a > TEXT.rindex("All done.") for a, _ in spans)  # not the tool output's occurrences
+    strings = {"name", "porch light", "type", "lock", "room", "hallway"}
+    assert rc.miss_kind(" Porch", "Porch light", strings) == "value_other_tokens"  # prose form of the value
+    assert rc.miss_kind(' "Hall', "Porch light", strings) == "another_output_string"
+    assert rc.miss_kind(" Kitchen", "Porch light", strings) == "not_in_output"
+    assert rc.miss_kind(" ", "Porch light", strings) == "not_in_output"
+
+
+def test_a_copier_gets_every_token_and_a_wrong_first_token_is_sorted(tok):
+    rc = _bench()
+    ids, pos = _positions(tok, TEXT, "Porch light")
+    vocab = len(tok)
+    perfect = rc.score_episode(Oracle(ids, vocab, {}), tok, TEXT, ["Porch light", "lock"])
+    assert [r["first"] and r["whole"] for r in perfect] == [True, True]
+    # the first token of "Porch light" replaced by the first token of "Hallway" (another output string)
+    hall = tok(TEXT, add_special_tokens=False, return_offsets_mapping=True)
+    h = next(i for i, (a, b) in enumerate(hall["offset_mapping"]) if a <= TEXT.index("Hallway") < b)
+    chose = rc.score_episode(Oracle(ids, vocab, {pos[0]: ids[h]}), tok, TEXT, ["Porch light"])
+    assert chose[0]["first"] is False and chose[0]["miss"] == "another_output_string"
+    assert all(chose[0]["rest"])  # the rest is scored given the gold first token
+    # a token no output string starts with
+    other = tok.convert_tokens_to_ids("Ġthe") if "Ġthe" in tok.get_vocab() else 0
+    made_up = rc.score_episode(Oracle(ids, vocab, {pos[0]: other}), tok, TEXT, ["Porch light"])
+    assert made_up[0]["miss"] == "not_in_output"
+    s = rc.summarise(perfect + chose + made_up)
+    assert s["values"] == 4 and s["first"] == 0.5
+    assert s["first_misses"] == {"value_other_tokens": 0, "another_output_string": 1, "not_in_output": 1}
