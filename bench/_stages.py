@@ -101,7 +101,7 @@ def prime_condition(cfg: Any, base: Path, train_tasks: list[Any], out: Path, bac
 
     tcfg = train_config(cfg, out)
     traces = generate_traces(train_tasks, cfg.condition, backend=backend, system_prompt=tcfg.rollout.system_prompt,
-                             seed=cfg.seed, answers="quoted" if cfg.quoted_answers else "plain")
+                             seed=cfg.seed, answers=cfg.answers)
     export = write_trajectories(traces, out / "prime")
     callbacks = []
     if console is not None:

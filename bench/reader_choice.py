@@ -8,6 +8,7 @@ episode (``synth.behaviours.generate_traces``, condition ``none``), with the fin
 template. At each token of each reported value in the final answer, the model's argmax given everything
 before it (the tool output included) is compared with the gold token:
 
+- forms: ``plain``, ``quoted`` and ``keyed`` (``"name": "Porch light"``, synth.behaviours.ANSWER_STYLES);
 - ``first``: the value's first token, i.e. which of the output's strings is said;
 - ``rest``: the value's other tokens, given its first (copying a string once it is chosen);
 - ``whole``: every token of the value right;
@@ -136,7 +137,7 @@ def main() -> None:
     tasks = [t for t in held if family_of(t) == "read_report"]
     system_prompt = train_config(cfg, Path(args.work)).rollout.system_prompt
     gold = {form: generate_traces(tasks, "none", backend=backend, system_prompt=system_prompt, seed=cfg.seed,
-                                  answers=form) for form in ("plain", "quoted")}
+                                  answers=form) for form in ("plain", "quoted", "keyed")}
     result: dict[str, Any] = {"bench": "reader_choice", "tasks": len(tasks),
                               "tasks_from": args.tasks_dir or "rl.demo.make_tasks(DemoConfig(), seed 0)",
                               "models": {}, "examples": {}}

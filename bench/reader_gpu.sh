@@ -8,10 +8,10 @@
 #                                      #   second variant, or the 4M base, they did not)
 #        SETS="k=v k=v" TAG=t bash bench/reader_gpu.sh rl NAME   # the same with demo overrides (priming,
 #                                      #   primed baseline and RL alike); the JSON is rl_budget_multistep_reader_t_gpu.json
-#   bash bench/reader_gpu.sh quoted    # priming on quoted answers vs today's, 3 seeds each, side by side; why each
-#                                      #   fails; the quoted arm's primed seeds come back as tarballs for `quoted_rl`
-#   bash bench/reader_gpu.sh quoted_rl # Dr. GRPO, 3 seeds, from the quoted arm's primed seeds (warm /tmp/rq, or
-#                                      #   the tarballs carried in .carry/rq)
+#   ARMS="plain keyed" bash bench/reader_gpu.sh answers  # priming with each answer style, 3 seeds each, side by
+#                                      #   side; why each fails; the last arm's primed seeds come back as tarballs
+#   ARM=keyed bash bench/reader_gpu.sh answers_rl  # Dr. GRPO, 3 seeds, from that arm's primed seeds (warm
+#                                      #   /tmp/rq, or the tarballs carried in .carry/rq)
 #        PHASE=prepare ... then PHASE=train ...  # two back-to-back calls (a warm machine keeps /tmp/rlb/<hash of NAME and SETS>):
 #                                      #   priming + primed evaluation, then Dr. GRPO from those checkpoints
 # Carry .whl and .carry. Results go to $OUT (the device tool brings them back).
@@ -49,29 +49,37 @@ case "$1" in
       $([ "${PHASE:-}" = prepare ] && echo --prepare-only) \
       --save "$OUT/rl_budget_multistep_reader${TAG:+_$TAG}_gpu.json" 2>&1 | tee "$OUT/rl.log"
     ;;
-  quoted)
-    # section 8: the arms side by side (6 jobs x 2 threads on 16 cores); --out keeps each seed's work folder
-    for arm in plain quoted; do
-      sets=(); [ "$arm" = quoted ] && sets=(--set quoted_answers=true)
-      python3 bench/rl_budget.py --seeds 0,1,2 "${GPU[@]}" "${sets[@]}" --set base=/tmp/bases/0.66M --threads 2 \
+  answers)
+    # section 8/10: priming with each answer style (synth.behaviours.ANSWER_STYLES), the arms side by side
+    # (3 seeds each, 2 threads a job on the 16 cores); --out keeps each seed's work folder. The device returns
+    # at most 8 files: per arm one JSON, the failures of all arms in one, the last arm's seeds as tarballs.
+    ARMS=${ARMS:-plain keyed}
+    for arm in $ARMS; do
+      python3 bench/rl_budget.py --seeds 0,1,2 "${GPU[@]}" --set "answers=$arm" --set base=/tmp/bases/0.66M --threads 2 \
         --job-timeout "${RL_TIMEOUT:-480}" --workers 3 --variant demo: --out "/tmp/rq/$arm" --prepare-only \
-        --save "$OUT/rl_budget_multistep_reader_${arm}_answers_primed_gpu.json" > "$OUT/rl_$arm.log" 2>&1 &
+        --save "$OUT/rl_budget_multistep_reader_${arm}_answers_primed_gpu.json" > "/tmp/rq_$arm.log" 2>&1 &
     done
     wait
-    for arm in plain quoted; do tail -3 "$OUT/rl_$arm.log"; for s in 0 1 2; do
+    mkdir -p /tmp/rqf
+    for arm in $ARMS; do tail -2 "/tmp/rq_$arm.log" | cut -c1-400; for s in 0 1 2; do
       python3 bench/multistep_failures.py "/tmp/rq/$arm/seed-$s/eval/sft" "/tmp/rq/$arm/seed-$s/tasks/held_out" \
-        --save "$OUT/multistep_failures_reader_${arm}_answers_primed_s$s.json" | cut -c1-700; done; done
-    for s in 0 1 2; do [ -f "/tmp/rq/quoted/seed-$s/prepared.json" ] && tar czf "$OUT/rq_quoted_s$s.tgz" -C / \
-      --exclude='checkpoint-*' "tmp/rq/quoted/seed-$s/prepared.json" "tmp/rq/quoted/seed-$s/tasks" "tmp/rq/quoted/seed-$s/sft"; done
+        --save "/tmp/rqf/${arm}_s$s.json" | cut -c1-500; done; done
+    python3 -c "import json,sys,pathlib; print(json.dumps({p.stem: json.loads(p.read_text()) for p in sorted(pathlib.Path('/tmp/rqf').glob('*.json'))}))" \
+      > "$OUT/multistep_failures_reader_answers_primed_gpu.json"
+    last=${ARMS##* }
+    for s in 0 1 2; do [ -f "/tmp/rq/$last/seed-$s/prepared.json" ] && tar czf "$OUT/rq_${last}_s$s.tgz" -C / \
+      --exclude='checkpoint-*' "tmp/rq/$last/seed-$s/prepared.json" "tmp/rq/$last/seed-$s/tasks" "tmp/rq/$last/seed-$s/sft"; done
     ls -la "$OUT"
     ;;
-  quoted_rl)
+  answers_rl)
+    # Dr. GRPO, 3 seeds, from one arm's primed seeds (a warm /tmp/rq, or the tarballs carried in .carry/rq)
+    ARM=${ARM:-keyed}
     for t in .carry/rq/*.tgz; do [ -e "$t" ] && tar xzf "$t" -C / --skip-old-files; done
-    python3 bench/rl_budget.py --seeds 0,1,2 "${GPU[@]}" --set quoted_answers=true --set base=/tmp/bases/0.66M \
-      --threads 2 --job-timeout "${RL_TIMEOUT:-500}" --workers 6 --variant demo: --out /tmp/rq/quoted \
-      --save "$OUT/rl_budget_multistep_reader_quoted_answers_gpu.json" 2>&1 | tee "$OUT/rl.log"
-    for s in 0 1 2; do python3 bench/multistep_failures.py "/tmp/rq/quoted/seed-$s/demo/eval" \
-      "/tmp/rq/quoted/seed-$s/tasks/held_out" --save "$OUT/multistep_failures_reader_quoted_answers_grpo_s$s.json" \
+    python3 bench/rl_budget.py --seeds 0,1,2 "${GPU[@]}" --set "answers=$ARM" --set base=/tmp/bases/0.66M \
+      --threads 2 --job-timeout "${RL_TIMEOUT:-500}" --workers 6 --variant demo: --out "/tmp/rq/$ARM" \
+      --save "$OUT/rl_budget_multistep_reader_${ARM}_answers_gpu.json" 2>&1 | tee "$OUT/rl.log"
+    for s in 0 1 2; do python3 bench/multistep_failures.py "/tmp/rq/$ARM/seed-$s/demo/eval" \
+      "/tmp/rq/$ARM/seed-$s/tasks/held_out" --save "$OUT/multistep_failures_reader_${ARM}_answers_grpo_s$s.json" \
       | cut -c1-700; done
     ;;
   failures)
@@ -83,5 +91,5 @@ case "$1" in
       python3 bench/multistep_failures.py /tmp/rf/$n/prime/eval/sft /tmp/rf/$n/prime/tasks/held_out \
         --save "$OUT/multistep_failures_$n.json" | cut -c1-1500; done
     ;;
-  *) echo "usage: $0 sweep|prime|rl NAME|quoted|quoted_rl|failures" >&2; exit 2 ;;
+  *) echo "usage: $0 sweep|prime|rl NAME|answers|answers_rl|failures" >&2; exit 2 ;;
 esac

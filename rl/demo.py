@@ -306,7 +306,7 @@ def run_demo(cfg: DemoConfig, *, console: Any = None,
         traces = generate_traces(train_tasks, cfg.condition, backend=backend,
                                  system_prompt=tcfg.rollout.system_prompt, seed=cfg.seed,
                                  progress=bars.tracker("priming traces"),
-                                 answers="quoted" if cfg.quoted_answers else "plain")
+                                 answers=cfg.answers)
     export = write_trajectories(traces, out / "prime")
     console.print(f"{export.rows} traces")
     done(f"priming traces ({cfg.condition})")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -58,9 +58,10 @@ class DemoConfig(BaseModel):
     quote_values: bool = Field(False, description="the user writes string values in quotes (device id: \"LT-3\"), "
                                                   "so they tokenize as inside the JSON arguments")
     condition: str = Field("all", description="the priming condition (synth.behaviours.CONDITIONS)")
-    quoted_answers: bool = Field(False, description="priming traces say the task's outputs in quotes, as a JSON tool "
-                                                    "output writes them, so they keep the output's token ids "
-                                                    "(synth.behaviours.ANSWER_STYLES; issue 28)")
+    answers: Literal["plain", "quoted", "keyed"] = Field(
+        "plain", description="how priming traces say the task's outputs: plain, quoted as a JSON tool output writes "
+                             "them (the output's token ids), or keyed (`\"name\": \"Porch light\"`, the output's own "
+                             "key-value pair) (synth.behaviours.ANSWER_STYLES; issue 28)")
     # max_length 2048 (the base's context): a look-up trace with the whole device list runs to ~2,000 tokens;
     # batches of similar lengths: random batches of the demo's traces pad 703k tokens to 1.22M
     sft: SFTSettings = Field(default_factory=lambda: SFTSettings(epochs=3, learning_rate=3e-3, batch_size=8,

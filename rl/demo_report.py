@@ -40,7 +40,7 @@ SETTING_GROUPS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("model / base", ("base", "tiny", "seed", "out_dir"), ("model",)),
     ("tasks", ("domains", "tasks", "held_out", "distractors", "quote_values", "multistep", "multistep_held_out"),
      ("data",)),
-    ("priming / SFT", ("condition", "quoted_answers", "sft"), ()),
+    ("priming / SFT", ("condition", "answers", "sft"), ()),
     ("Dr. GRPO", (), ("grpo", "trainer", "run")),
     ("rollout", (), ("rollout",)),
     ("reward", (), ("reward",)),

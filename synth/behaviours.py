@@ -38,7 +38,7 @@ import json
 import random
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from synth.episode import SYSTEM_PROMPTS, LLMAgent, Trajectory
@@ -68,9 +68,13 @@ STEP_MARKER_P = 0.5
 # as a JSON tool output writes them (`All done. "lock", "Porch light"`). A string value in a tool
 # output follows `": "`, whose space the tokenizer glues to the quote, so the value's own tokens
 # have no leading space; said plainly in prose they take one, and 80% of read-and-report values
-# change token ids (bench/reader_tokens.py). Quoted, every value keeps them.
-ANSWER_STYLES = ("plain", "quoted")
-AnswerStyle = Literal["plain", "quoted"]
+# change token ids (bench/reader_tokens.py). Quoted, every value keeps them. Keyed, each value
+# comes with the key it stands under in the tool output, as the output writes the pair
+# (`All done. "name": "Porch light", "type": "lock"`): once `"name": "` is said, the value is what
+# followed the same tokens in the output, a copy by repeating a seen pattern rather than a look-up
+# (issue 28: quoting alone did not make the policy say the right value, bench/results/reader_gpu.md).
+ANSWER_STYLES = ("plain", "quoted", "keyed")
+AnswerStyle = Literal["plain", "quoted", "keyed"]
 PLAIN_SENTENCE = "Sure, working on it."   # the `none` condition's one non-behavioural sentence
 FILLER = "."                               # the `length_matched` condition's filler character
 
@@ -134,6 +138,33 @@ def _record_of(obj: Any, value: Any, depth: int = 0) -> dict[str, Any] | None:
         if isinstance(v, (dict, list)) and (r := _record_of(v, value, depth + 1)) is not None:
             return r
     return None
+
+
+def _pairs(obj: Any) -> Iterator[tuple[str, Any]]:
+    """Every (key, value) of a parsed JSON output, depth first in the output's order."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield k, v
+            yield from _pairs(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _pairs(v)
+
+
+def keyed_value(value: str, messages: Sequence[dict[str, Any]]) -> str:
+    """`"key": "value"` as the latest tool output that holds the value writes the pair (answers="keyed");
+    the value quoted where no output holds it under a key."""
+    for m in reversed(messages):
+        if m.get("role") != "tool":
+            continue
+        try:
+            out = json.loads(m.get("content") or "")
+        except ValueError:
+            continue
+        for k, v in _pairs(out):
+            if not isinstance(v, (dict, list)) and str(v) == value:
+                return json.dumps({k: v}, ensure_ascii=False)[1:-1]
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _tool_output(messages: list[dict[str, Any]]) -> tuple[bool, Any]:
@@ -328,11 +359,13 @@ class BehaviourAgent:
             text = f"Check: {ent} looks right, as asked."
         return self._say("verification", text)
 
-    def _answer(self) -> str:
+    def _answer(self, messages: list[dict[str, Any]] = ()) -> str:
         outs = [str(o) for o in self.task.expected_outputs]
         if self.wrong_outputs:
             outs = [wrong_value(o, self.domain) for o in outs]
-        if self.answers == "quoted":  # as a JSON tool output writes them: the same token ids (issue 28)
+        if self.answers == "keyed":
+            outs = [keyed_value(o, messages) for o in outs]
+        elif self.answers == "quoted":  # as a JSON tool output writes them: the same token ids (issue 28)
             outs = [json.dumps(o) for o in outs]
         return f"All done. {', '.join(outs)}".strip() if outs else "All done."
 
@@ -407,7 +440,7 @@ class BehaviourAgent:
             return self._gold(arg, pre, opening)
         checks = " ".join(pre)
         self.reasoning_chars += len(checks)
-        return {"role": "assistant", "content": f"{checks} {self._answer()}".strip()}
+        return {"role": "assistant", "content": f"{checks} {self._answer(messages)}".strip()}
 
     def _gold(self, i: int, pre: list[str], opening: str) -> dict[str, Any]:
         a = self.actions[i]

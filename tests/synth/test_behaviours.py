@@ -269,3 +269,33 @@ def test_quoted_answers_say_the_outputs_as_a_json_tool_output_writes_them(tasks,
         assert last_p.endswith(f"All done. {', '.join(outs)}" if outs else "All done.")
         assert last_q.removesuffix(last_q.split("All done.")[-1]) == last_p.removesuffix(last_p.split("All done.")[-1])
         assert anyio.run(comm.score, task, q).score == anyio.run(comm.score, task, p).score == 1.0
+
+
+def test_keyed_answers_say_each_output_as_the_tool_output_writes_its_pair(tasks, backend):
+    """answers="keyed" (issue 28): the final answer says each expected output with the key it stands under,
+    as the JSON tool output writes the pair (`"name": "Porch light"`, the same characters, so the same
+    tokens); where no output holds a value under a key it is quoted; the reward still finds every output."""
+    from synth.behaviours import keyed_value
+
+    msgs = [{"role": "tool", "content": json.dumps({"id": "LT-1", "name": "Porch light", "n": 3,
+                                                   "log": [{"state": "on"}]}, ensure_ascii=False)},
+            {"role": "assistant", "content": "Plan."}]
+    assert keyed_value("Porch light", msgs) == '"name": "Porch light"'
+    assert keyed_value("on", msgs) == '"state": "on"'  # nested records too
+    assert keyed_value("3", msgs) == '"n": 3'  # as the output writes a number
+    assert keyed_value("Attic", msgs) == '"Attic"'  # in no output: quoted
+    assert keyed_value("Porch light", [{"role": "tool", "content": "Error: not found"}]) == '"Porch light"'
+    reads = [t for t in tasks if t.expected_outputs] or tasks
+    keyed = generate_traces(reads, "all", backend=backend, concurrency=3, answers="keyed")
+    comm = CommunicationReward()
+    paired = 0
+    for k, task in zip(keyed, reads, strict=True):
+        assert k.reached_expected_state, (task.id, k.termination, k.error)
+        last = [m["content"] for m in k.messages if m["role"] == "assistant" and m.get("content")][-1]
+        outputs = " ".join(m["content"] for m in k.messages if m["role"] == "tool")
+        for o in task.expected_outputs:
+            said = keyed_value(str(o), k.messages)
+            assert said in last, (said, last)
+            paired += said in outputs and ": " in said  # the pair is the output's own text
+        assert anyio.run(comm.score, task, k).score == 1.0
+    assert paired >= 1
