@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
 import socket
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -239,8 +241,13 @@ def clean_registry(monkeypatch):
 # * the groups go out longest first (FILE_MINUTES, the serial minutes of the slow files), so the two
 #   workers finish together. xdist's own reorder (by test count) is switched off for that.
 #
-# Without xdist (TOOLDOJO_TEST_WORKERS=1, or plain pytest) the same order is used, and no marks change
-# a test's id.
+# Without xdist (TOOLDOJO_TEST_WORKERS=1, or plain pytest) the same order is used.
+#
+# xdist 3.8's loadgroup passes a test's group to the scheduler by appending "@group" to its node id,
+# which pytest 9.2's structured node ids silently ignore (pytest-dev/pytest-xdist#1386: every test
+# becomes a unit of its own). So the groups travel another way: each worker writes {node id: group}
+# to a folder the controller gave it (workerinput), and GroupScheduling, the scheduler we hand xdist
+# for --dist loadgroup (pytest_xdist_make_scheduler), reads that. It works the same once xdist's own suffix works again.
 
 VLLM_GROUP = "vllm"
 # session-scoped fixtures of this file that are worth making once per run: their users share a group
@@ -257,6 +264,7 @@ FILE_MINUTES = {
 }
 DEFAULT_FILE_MINUTES = 0.1
 VLLM_USERS_LEFT = pytest.StashKey[set]()
+GROUPS_DIR_KEY = pytest.StashKey[str]()
 
 
 def file_of(item: pytest.Item) -> str:
@@ -339,10 +347,65 @@ def order_by_group(items: list[pytest.Item], groups: dict[int, str]) -> list[pyt
     return sorted(items, key=key)
 
 
+GROUPS_DIR = "tooldojo_xdist_groups"  # workerinput key: where the workers write their groups
+
+
+def loadgroup_controller(config: pytest.Config) -> bool:
+    return (not hasattr(config, "workerinput") and config.pluginmanager.hasplugin("xdist")
+            and config.getvalue("dist") == "loadgroup")
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    # our order of the groups is the schedule; xdist would re-sort them by their number of tests
-    if hasattr(config.option, "loadscopereorder"):
+    if loadgroup_controller(config):
+        import tempfile
+
+        # our order of the groups is the schedule; xdist would re-sort them by their number of tests
         config.option.loadscopereorder = False
+        config.stash[GROUPS_DIR_KEY] = tempfile.mkdtemp(prefix="tooldojo-xdist-groups-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    import shutil
+
+    d = config.stash.get(GROUPS_DIR_KEY, None)
+    if d:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:  # xdist, in the controller: before each worker starts
+    node.workerinput[GROUPS_DIR] = node.config.stash[GROUPS_DIR_KEY]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    if config.getvalue("dist") == "loadgroup":
+        return _group_scheduling_class()(config, log)
+    return None
+
+
+def _group_scheduling_class():  # built on first use: xdist is a dev dependency only
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        """xdist's loadscope with our groups for scopes (tests/conftest.py: the groups the workers wrote)."""
+
+        groups: dict[str, str] | None = None
+
+        def schedule(self) -> None:
+            if self.groups is None:
+                d = Path(self.config.stash[GROUPS_DIR_KEY])
+                found = sorted(d.glob("*.json"))
+                assert found, f"no worker wrote its xdist groups into {d}"
+                self.groups = json.loads(found[0].read_text())
+            super().schedule()
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None or nodeid not in self.groups:
+                return nodeid.split("::", 1)[0]  # a file is a group
+            return self.groups[nodeid]
+
+    return GroupScheduling
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's hook, which writes each item's group into its id
@@ -355,7 +418,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items[:] = order_by_group(items, groups)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker tells the controller its collection
 def pytest_collection_finish(session: pytest.Session) -> None:
     # the tests of this session that use the vLLM server: after the last, _vllm_server_survives stops it
     session.config.stash[VLLM_USERS_LEFT] = {id(item) for item in session.items
                                              if "vllm_server" in getattr(item, "fixturenames", ())}
+    workerinput = getattr(session.config, "workerinput", {})
+    if workerinput.get(GROUPS_DIR):
+        groups = xdist_groups(session.items)
+        d = Path(workerinput[GROUPS_DIR])
+        tmp = d / f".{workerinput['workerid']}.tmp"
+        tmp.write_text(json.dumps({item.nodeid: groups[id(item)] for item in session.items}))
+        tmp.replace(d / f"{workerinput['workerid']}.json")

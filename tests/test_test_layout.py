@@ -133,3 +133,18 @@ def test_files_that_start_vllm_are_marked(rows):
 def test_scripts_test_sh_runs_two_workers_by_group():
     sh = (ROOT / "scripts" / "test.sh").read_text()
     assert "--dist loadgroup" in sh and "TOOLDOJO_TEST_WORKERS" in sh
+
+
+def test_two_workers_keep_each_file_together():
+    """A real `-n 2 --dist loadgroup` run: each file's tests on one worker. (xdist 3.8's own loadgroup
+    does not group on pytest 9.2, pytest-dev/pytest-xdist#1386; tests/conftest.py's scheduler does.)"""
+    pytest.importorskip("xdist")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup",
+                        "-v", "tests/test_test_times.py", "tests/synth/test_usersim.py", "-k", "not against_vllm"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    workers: dict[str, set[str]] = defaultdict(set)
+    for m in re.finditer(r"\[(gw\d)\] \[ *\d+%\] PASSED (tests/[\w/]+\.py)::", r.stdout):
+        workers[m.group(2)].add(m.group(1))
+    assert set(workers) == {"tests/test_test_times.py", "tests/synth/test_usersim.py"}, r.stdout[-3000:]
+    assert all(len(w) == 1 for w in workers.values()), dict(workers)
