@@ -17,6 +17,7 @@ be one of those (the defaults give 32).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -229,10 +230,20 @@ def build_tiny_model(
     digest = _params_hash(params, texts, template)
     if _complete(out, digest):
         return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # One builder at a time per directory (pytest-xdist workers, parallel bench runs): a second one
+    # waits, then finds the first one's build, instead of swapping its own in under a reader.
+    with open(out.parent / f".{out.name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _complete(out, digest):
+            return out
+        return _build_into(out, params, texts, template, digest)
+
+
+def _build_into(out: Path, params: dict[str, Any], texts: list[str], template: str, digest: str) -> Path:
     if out.exists() and any(out.iterdir()) and not (out / MANIFEST).exists():
         raise FileExistsError(f"{out} is not empty and holds no tiny model build; pick another directory")
 
-    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
         _build(tmp, params, texts, template, digest)

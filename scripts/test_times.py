@@ -1,4 +1,7 @@
-"""The test suite's wall time and its slowest files, from pytest's JUnit XML (scripts/test.sh)."""
+"""The test suite's wall time and its slowest files, from pytest's JUnit XML (scripts/test.sh).
+
+Per-file minutes are the files' own test times (setup, call and teardown), whichever xdist worker ran
+them; the wall time is the whole run's, so with 2 workers the files add up to more than it."""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ import sys
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 
-WARN_MINUTES = 40  # CI allows 90; past 40 a slow day or a few more end-to-end tests put landings at risk
+WARN_MINUTES = 30  # CI allows 90; issue 31 wants 30 at most (2 workers, 2 cores)
 
 
 def main(path: str, wall_seconds: str) -> int:
@@ -18,7 +21,9 @@ def main(path: str, wall_seconds: str) -> int:
         per_file["/".join(parts[: mod + 1]) + ".py"] += float(case.get("time") or 0)
         count += 1
     minutes = int(wall_seconds) / 60
-    print(f"\ntests: {count} ran in {minutes:.1f} min; slowest files:")
+    summed = sum(per_file.values()) / 60
+    print(f"\ntests: {count} ran in {minutes:.1f} min ({summed:.1f} min of test time, "
+          f"x{summed / max(minutes, 1e-9):.1f}); slowest files:")
     for f, t in sorted(per_file.items(), key=lambda kv: -kv[1])[:15]:
         print(f"  {t / 60:6.1f} min  {f}")
     if minutes > WARN_MINUTES:

@@ -130,6 +130,7 @@ def test_rl_budget_refuses_a_bad_variant_before_running(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.vllm_engine  # --quick generates with vLLM: in the one vLLM group (tests/conftest.py)
 def test_rl_speed_quick_prints_one_json_line_last(tmp_path):
     res = run_quick("rl_speed.py", tmp_path)
     assert res["bench"] == "rl_speed" and res["baseline"] == "today" and res["candidate"] == "fast"

@@ -242,11 +242,8 @@ async def test_agreement_of_a_state_faithful_judge(labelled, docker):
     assert always.recall == 1.0 and always.precision < 1.0 and always.tn == 0
 
 
-def test_agreement_cli_against_vllm(labelled, docker, request):
-    try:
-        server = request.getfixturevalue("vllm_server")
-    except pytest.FixtureLookupError:
-        pytest.skip("no vllm_server fixture in this checkout")
+def test_agreement_cli_against_vllm(labelled, docker, vllm_server):
+    server = vllm_server  # a parameter, not getfixturevalue: tests/conftest.py groups its users by it
     root: Path = labelled["root"]
     # a small labelled subset: the scripted and claimer runs of two tasks
     sub = [t for t, label in zip(labelled["trajs"], labelled["labels"], strict=True)

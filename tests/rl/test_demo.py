@@ -15,6 +15,8 @@ import pytest
 from rl.config import ConfigError
 from rl.demo import load_demo_config, pick_tools, train_config
 
+pytestmark = pytest.mark.vllm_engine  # starts vLLM engines of its own: the one vLLM group (tests/conftest.py)
+
 DOJO = [sys.executable, "-c", "from tooldojo.cli import main; main()"]
 
 

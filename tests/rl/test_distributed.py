@@ -219,6 +219,7 @@ def test_generation_under_fsdp2_sees_the_full_weights(side):
     assert ranks[0]["idle_rounds"] >= 2 and ranks[1]["idle_rounds"] == 0
 
 
+@pytest.mark.vllm_engine  # one per rank: in the one vLLM group (tests/conftest.py)
 def test_vllm_colocate_on_two_ranks_stays_in_sync(tmp_path):
     """One vLLM-CPU engine per rank (TRL's colocate mode), weights synced into each by rl.vllm_sync
     every step: TRL's own check of vLLM's sampling log-probs against the trainer's holds on both

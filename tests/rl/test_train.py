@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.vllm_engine  # starts vLLM engines of its own: the one vLLM group (tests/conftest.py)
+
 pytest.importorskip("trl")
 if __import__("importlib").util.find_spec("vllm") is None:
     if os.environ.get("TOOLDOJO_REQUIRE_VLLM") == "1":

@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+pytestmark = pytest.mark.vllm_engine  # starts vLLM engines of its own: the one vLLM group (tests/conftest.py)
+
 pytest.importorskip("transformers")
 pytest.importorskip("trl")
 if __import__("importlib").util.find_spec("vllm") is None:

@@ -336,11 +336,8 @@ def test_cli_writes_trajectories_and_dataset(tasks, docker, tmp_path):
 
 
 # ------------------------------------------------------------- the real vLLM server
-async def test_llm_agent_and_llm_user_against_vllm(request, pool):
-    try:
-        server = request.getfixturevalue("vllm_server")
-    except pytest.FixtureLookupError:
-        pytest.skip("no vllm_server fixture in this checkout")
+async def test_llm_agent_and_llm_user_against_vllm(vllm_server, pool):
+    server = vllm_server  # a parameter, not getfixturevalue: tests/conftest.py groups its users by it
     from synth.llm import LLMClient, LLMConfig
 
     task = await hashed(retail_task(), pool)

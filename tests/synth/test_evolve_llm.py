@@ -310,11 +310,8 @@ def test_cli_without_offline_or_endpoint_says_what_to_pass(tmp_path):
 
 # ============================================================ (b) the real tiny vLLM model
 @pytest.fixture
-def vllm(request):
-    try:
-        return request.getfixturevalue("vllm_server")
-    except pytest.FixtureLookupError:
-        pytest.skip("no vllm_server fixture in tests/conftest.py")
+def vllm(vllm_server):  # a parameter, not getfixturevalue: tests/conftest.py groups its users by it
+    return vllm_server
 
 
 def test_tiny_vllm_model_nothing_crashes_nothing_invalid_exported(vllm):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 
 from synth.llm import ChatResult, Usage
 from synth.tasks import Action, Rubric, Task, UserScenario
@@ -224,11 +223,8 @@ async def test_llm_user_garbage_is_retried_then_replaced_by_the_scripted_user():
 
 
 # ------------------------------------------------------------------- the real vLLM server
-async def test_llm_user_against_vllm(request):
-    try:
-        server = request.getfixturevalue("vllm_server")
-    except pytest.FixtureLookupError:
-        pytest.skip("no vllm_server fixture in this checkout")
+async def test_llm_user_against_vllm(vllm_server):
+    server = vllm_server  # a parameter, not getfixturevalue: tests/conftest.py groups its users by it
     from synth.llm import LLMClient, LLMConfig
 
     async with LLMClient(LLMConfig(base_url=server.base_url, model=server.model)) as client:
