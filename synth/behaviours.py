@@ -64,15 +64,9 @@ CONDITION_MIX: dict[Condition, dict[Behaviour, float]] = {
     **{b: {b: 1.0} for b in BEHAVIOURS},  # type: ignore[misc]
 }
 STEP_MARKER_P = 0.5
-# How the final answer says the task's outputs: plain (`All done. lock, Porch light`) or quoted
-# as a JSON tool output writes them (`All done. "lock", "Porch light"`). A string value in a tool
-# output follows `": "`, whose space the tokenizer glues to the quote, so the value's own tokens
-# have no leading space; said plainly in prose they take one, and 80% of read-and-report values
-# change token ids (bench/reader_tokens.py). Quoted, every value keeps them. Keyed, each value
-# comes with the key it stands under in the tool output, as the output writes the pair
-# (`All done. "name": "Porch light", "type": "lock"`): once `"name": "` is said, the value is what
-# followed the same tokens in the output, a copy by repeating a seen pattern rather than a look-up
-# (issue 28: quoting alone did not make the policy say the right value, bench/results/reader_gpu.md).
+# How the final answer says the outputs: plain (`All done. lock, Porch light`), quoted as a JSON tool
+# output writes them (`"lock"`: in prose 80% of values change token ids, bench/reader_tokens.py), or keyed
+# (`"type": "lock"`, the output's own pair: once the key is said the value is an induction copy). Issue 28.
 ANSWER_STYLES = ("plain", "quoted", "keyed")
 AnswerStyle = Literal["plain", "quoted", "keyed"]
 PLAIN_SENTENCE = "Sure, working on it."   # the `none` condition's one non-behavioural sentence
@@ -152,8 +146,7 @@ def _pairs(obj: Any) -> Iterator[tuple[str, Any]]:
 
 
 def keyed_value(value: str, messages: Sequence[dict[str, Any]]) -> str:
-    """`"key": "value"` as the latest tool output that holds the value writes the pair (answers="keyed");
-    the value quoted where no output holds it under a key."""
+    """`"key": "value"` as the latest tool output holding the value writes it; else the value quoted."""
     for m in reversed(messages):
         if m.get("role") != "tool":
             continue
