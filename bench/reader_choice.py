@@ -127,7 +127,6 @@ def main() -> None:
     from synth.task_families import family_of
     from synth.tasks import load_tasks
 
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     cfg = DemoConfig(out_dir=args.work)
     backend = sandbox_backend(cfg)
     if args.tasks_dir:

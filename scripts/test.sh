@@ -19,7 +19,13 @@ start=$(date +%s)
 rc=0
 workers="${TOOLDOJO_TEST_WORKERS:-2}"
 xdist=()
-if [ "$workers" -gt 1 ]; then xdist=(-n "$workers" --dist loadgroup); fi
+if [ "$workers" -gt 1 ]; then
+  xdist=(-n "$workers" --dist loadgroup)
+  # the cores shared out, not multiplied: torch's OpenMP threads spin while they wait, and two workers of 2
+  # threads each on 2 cores ran a pair of tests/rl/test_continuous.py 2.65x slower than with one thread
+  # each (122 vs 46 s, issue 31). Jobs that set their own thread count (bench/_stages.py) still do.
+  export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(( ($(nproc) + workers - 1) / workers ))}"
+fi
 .venv/bin/python -m pytest -q -ra --durations=30 --junitxml="$report/junit.xml" "${xdist[@]}" "$@" || rc=$?
 # What the suite cost, per file (the slowest first), so a slow-down is seen the day it lands.
 .venv/bin/python scripts/test_times.py "$report/junit.xml" "$(( $(date +%s) - start ))" || true
