@@ -17,7 +17,10 @@ before it (the tool output included) is compared with the gold token:
   ``another_output_string`` (it starts another string of the tool outputs, a key or another field's or
   record's value: a wrong choice) or ``not_in_output`` (no output string starts so: not read at all);
   ``candidates`` is the mean number of distinct strings the outputs hold (1 / candidates is what a
-  uniform pick among them would get right).
+  uniform pick among them would get right);
+- ``upstream``: the same argmax hits at the two choices before the copy: ``read_id``, the record id the
+  first tool call names (copied from the user's message), and ``key`` (keyed answers), the key said before
+  each value (which field the user asked for).
 
     PYTHONPATH=. python bench/reader_choice.py --models /tmp/bases/0.66M,/tmp/bases/4M,rl/base \\
         [--tasks-dir DEMO_OUT] [--out bench/results/reader_choice_cpu.json]
@@ -71,14 +74,52 @@ def miss_kind(said: str, value: str, strings: set[str]) -> str:
     return "not_in_output"
 
 
-def score_episode(model: Any, tok: Any, text: str, values: list[str]) -> list[dict[str, Any]]:
-    """Teacher-forced argmax at each reported value's tokens; one record per value found in the answer."""
+def predict(model: Any, tok: Any, text: str) -> tuple[list[int], list[tuple[int, int]], list[int]]:
+    """(token ids, their char offsets, the model's argmax after each token)."""
     import torch
 
     enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
     ids, offs = enc["input_ids"], enc["offset_mapping"]
     with torch.no_grad():
         pred = model(input_ids=torch.tensor([ids])).logits[0].argmax(-1).tolist()
+    return ids, offs, pred
+
+
+def span_ok(ids: list[int], offs: list[tuple[int, int]], pred: list[int], s: int, e: int) -> list[bool]:
+    """Whether the argmax before each token overlapping chars [s, e) is that token."""
+    return [pred[i - 1] == ids[i] for i, (a, b) in enumerate(offs) if a < e and b > s and i > 0]
+
+
+READ_CALL = re.compile(r"<tool_call>\n(.*?)\n</tool_call>", re.S)
+KEY_BEFORE = re.compile(r'"([^"]+)": "?$')
+
+
+def score_upstream(text: str, values: list[str], ids: list[int], offs: list[tuple[int, int]],
+                   pred: list[int]) -> dict[str, list[list[bool]]]:
+    """The two choices before a value is copied: ``read_id``, each string argument of the episode's first
+    tool call that the user's messages hold (the record to read), and ``key``, in a keyed answer the key
+    before each reported value (which field to report). Per span, the per-token argmax hits."""
+    out: dict[str, list[list[bool]]] = {"read_id": [], "key": []}
+    user = " ".join(m.group(1) for m in re.finditer(r"<\|im_start\|>user\n(.*?)<\|im_end\|>", text, re.S))
+    call = READ_CALL.search(text, max(0, text.find("<|im_start|>assistant")))  # not the system prompt's example
+    if call:
+        for m in JSON_STRING.finditer(call.group(1)):
+            v = m.group(1)
+            if len(v) > 1 and v in user and not call.group(1)[m.end():].lstrip().startswith(":"):
+                a = call.start(1) + m.start(1)
+                out["read_id"].append(span_ok(ids, offs, pred, a, a + len(v)))
+    for s, _e in value_spans(text, values):
+        k = KEY_BEFORE.search(text[max(0, s - 60):s])
+        if k:
+            a = max(0, s - 60) + k.start(1)
+            out["key"].append(span_ok(ids, offs, pred, a, a + len(k.group(1))))
+    return out
+
+
+def score_episode(model: Any, tok: Any, text: str, values: list[str],
+                  predicted: tuple[list[int], list[tuple[int, int]], list[int]] | None = None) -> list[dict[str, Any]]:
+    """Teacher-forced argmax at each reported value's tokens; one record per value found in the answer."""
+    ids, offs, pred = predicted or predict(model, tok, text)
     strings = {m.group(1).lower() for a, b in (m0.span(1) for m0 in TOOL.finditer(text))
                for m in JSON_STRING.finditer(text[a:b])}
     out = []
@@ -86,7 +127,7 @@ def score_episode(model: Any, tok: Any, text: str, values: list[str]) -> list[di
         pos = [i for i, (a, b) in enumerate(offs) if a < e and b > s and i > 0]
         if not pos:
             continue
-        ok = [pred[i - 1] == ids[i] for i in pos]
+        ok = span_ok(ids, offs, pred, s, e)
         said = tok.decode([pred[pos[0] - 1]])
         value = text[s:e]
         out.append({"first": ok[0], "rest": ok[1:], "whole": all(ok), "candidates": len(strings),
@@ -145,14 +186,21 @@ def main() -> None:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
         res: dict[str, Any] = {"parameters": sum(p.numel() for p in model.parameters())}
         for form, trajs in gold.items():
-            records = []
+            records, up = [], {"read_id": [], "key": []}
             for task, traj in zip(tasks, trajs, strict=True):
                 msgs = trl_messages(traj)
                 if msgs is None:
                     continue
                 text = tok.apply_chat_template(msgs, tools=traj.tools, tokenize=False)
-                records += score_episode(model, tok, text, [str(v) for v in task.expected_outputs])
+                values = [str(v) for v in task.expected_outputs]
+                predicted = predict(model, tok, text)
+                records += score_episode(model, tok, text, values, predicted)
+                for k, spans in score_upstream(text, values, *predicted).items():
+                    up[k] += spans
             res[form] = summarise(records)
+            res[form]["upstream"] = {k: {"spans": len(v), "first": round(sum(x[0] for x in v if x) / len(v), 4),
+                                         "whole": round(sum(all(x) for x in v) / len(v), 4)}
+                                     for k, v in up.items() if v}
             result["examples"][f"{Path(path).name}/{form}"] = [
                 {"value": r["value"], "said_first": r["said_first"], "miss": r["miss"]}
                 for r in records if r["miss"]][:args.examples]

@@ -91,3 +91,24 @@ def test_a_copier_gets_every_token_and_a_wrong_first_token_is_sorted(tok):
     s = rc.summarise(perfect + chose + made_up)
     assert s["values"] == 4 and s["first"] == 0.5
     assert s["first_misses"] == {"value_other_tokens": 0, "another_output_string": 1, "not_in_output": 1}
+
+
+def test_the_choices_upstream_of_the_copy_are_scored_where_they_stand(tok):
+    """read_id: the id the first call names, copied from the user's message (not the tool's name, not a key);
+    key: in a keyed answer, the key before each value."""
+    rc = _bench()
+    keyed = TEXT.replace('All done. "Porch light", "lock"', 'All done. "name": "Porch light", "type": "lock"')
+    ids, offs, _ = rc.predict(Oracle(*_positions(tok, keyed, "Porch light")[:1], len(tok), {}), tok, keyed)
+    perfect = [ids[i + 1] if i + 1 < len(ids) else 0 for i in range(len(ids))]
+    up = rc.score_upstream(keyed, ["Porch light", "lock"], ids, offs, perfect)
+    assert len(up["read_id"]) == 1 and all(up["read_id"][0])  # "LT-1", once
+    assert len(up["key"]) == 2 and all(all(k) for k in up["key"])  # "name", "type"
+    # a policy that says another key: the key's first token is wrong
+    k = keyed.rindex('"name"') + 1
+    at = next(i for i, (a, b) in enumerate(offs) if a <= k < b)
+    wrong = list(perfect)
+    wrong[at - 1] = tok.convert_tokens_to_ids("room") if "room" in tok.get_vocab() else 0
+    assert up["key"][0][0] and not rc.score_upstream(keyed, ["Porch light"], ids, offs, wrong)["key"][0][0]
+    # plain answers have no keys to score
+    assert rc.score_upstream(TEXT, ["Porch light"], *rc.predict(Oracle(ids, len(tok), {}), tok, TEXT)[:2],
+                             perfect)["key"] == []
