@@ -148,6 +148,16 @@ def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
             "candidates": round(sum(r["candidates"] for r in records) / n, 1) if n else None}
 
 
+def _reader_tokens():
+    """bench/reader_tokens.py (a sibling script, not a package): its demo_tasks."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_reader_tokens", Path(__file__).with_name("reader_tokens.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", required=True, help="comma-separated model folders (a base or a primed policy)")
@@ -161,21 +171,12 @@ def main() -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from rl.demo import make_tasks, sandbox_backend, train_config
-    from rl.demo_config import DemoConfig
     from synth.behaviours import generate_traces
     from synth.sft_data import trl_messages
     from synth.task_families import family_of
-    from synth.tasks import load_tasks
 
-    cfg = DemoConfig(out_dir=args.work)
-    backend = sandbox_backend(cfg)
-    if args.tasks_dir:
-        held = load_tasks(Path(args.tasks_dir) / "tasks" / "held_out")
-    else:
-        _train, held = make_tasks(cfg, Path(args.work), backend)
+    cfg, backend, system_prompt, _train, held = _reader_tokens().demo_tasks(args.tasks_dir, args.work)
     tasks = [t for t in held if family_of(t) == "read_report"]
-    system_prompt = train_config(cfg, Path(args.work)).rollout.system_prompt
     gold = {form: generate_traces(tasks, "none", backend=backend, system_prompt=system_prompt, seed=cfg.seed,
                                   answers=form) for form in ("plain", "quoted", "keyed")}
     result: dict[str, Any] = {"bench": "reader_choice", "tasks": len(tasks),

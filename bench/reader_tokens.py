@@ -178,6 +178,23 @@ def tool_tokens_of(tok: Tok, text: str, spans: list[tuple[int, int]], v: str) ->
     return []
 
 
+def demo_tasks(tasks_dir: str, work: str) -> tuple[Any, str, str, list[Any], list[Any]]:
+    """The demo's config (seed 0), sandbox backend, system prompt, train and held-out tasks: read from
+    ``tasks_dir/tasks`` when given, else made by ``rl.demo.make_tasks`` in ``work``."""
+    from rl.demo import make_tasks, sandbox_backend, train_config
+    from rl.demo_config import DemoConfig
+    from synth.tasks import load_tasks
+
+    cfg = DemoConfig(out_dir=work)
+    backend = sandbox_backend(cfg)
+    if tasks_dir:
+        train = load_tasks(Path(tasks_dir) / "tasks" / "train")
+        held = load_tasks(Path(tasks_dir) / "tasks" / "held_out")
+    else:
+        train, held = make_tasks(cfg, Path(work), backend)
+    return cfg, backend, train_config(cfg, Path(work)).rollout.system_prompt, train, held
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tasks-dir", default="", help="a demo folder whose tasks/ to reuse (else make_tasks)")
@@ -187,20 +204,10 @@ def main() -> None:
     args = ap.parse_args()
     t0 = time.time()
 
-    from rl.demo import make_tasks, sandbox_backend, train_config
-    from rl.demo_config import DemoConfig
     from synth.behaviours import generate_traces
-    from synth.tasks import load_tasks
 
-    cfg = DemoConfig(out_dir=args.work)
-    backend = sandbox_backend(cfg)
-    if args.tasks_dir:
-        train = load_tasks(Path(args.tasks_dir) / "tasks" / "train")
-        held = load_tasks(Path(args.tasks_dir) / "tasks" / "held_out")
-    else:
-        train, held = make_tasks(cfg, Path(args.work), backend)
+    cfg, backend, system_prompt, train, held = demo_tasks(args.tasks_dir, args.work)
     t_tasks = time.time() - t0
-    system_prompt = train_config(cfg, Path(args.work)).rollout.system_prompt
     base = ROOT / "rl" / "base"
     tok = Tok(base)
 
