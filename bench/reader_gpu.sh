@@ -8,9 +8,10 @@
 #                                      #   second variant, or the 4M base, they did not)
 #        SETS="k=v k=v" TAG=t bash bench/reader_gpu.sh rl NAME   # the same with demo overrides (priming,
 #                                      #   primed baseline and RL alike); the JSON is rl_budget_multistep_reader_t_gpu.json
-#   ARMS="plain keyed" bash bench/reader_gpu.sh answers  # priming with each answer style, 3 seeds each, side by
-#                                      #   side; why each fails; the last arm's primed seeds come back as tarballs
-#   ARM=keyed bash bench/reader_gpu.sh answers_rl  # Dr. GRPO, 3 seeds, from that arm's primed seeds (warm
+#   ARMS="plain keyed" bash bench/reader_gpu.sh answers  # priming with each answer style (or NAME:k=v,k=v: demo
+#                                      #   overrides), 3 seeds each, side by side; why each fails; teacher-forced
+#                                      #   choices; the last arm's primed seeds come back as tarballs
+#   ARM=keyed bash bench/reader_gpu.sh answers_rl  # (or ARM=NAME:k=v,k=v) Dr. GRPO, 3 seeds, from that arm's primed seeds (warm
 #                                      #   /tmp/rq, or the tarballs carried in .carry/rq)
 #        PHASE=prepare ... then PHASE=train ...  # two back-to-back calls (a warm machine keeps /tmp/rlb/<hash of NAME and SETS>):
 #                                      #   priming + primed evaluation, then Dr. GRPO from those checkpoints
@@ -50,32 +51,48 @@ case "$1" in
       --save "$OUT/rl_budget_multistep_reader${TAG:+_$TAG}_gpu.json" 2>&1 | tee "$OUT/rl.log"
     ;;
   answers)
-    # section 8/10: priming with each answer style (synth.behaviours.ANSWER_STYLES), the arms side by side
-    # (3 seeds each, 2 threads a job on the 16 cores); --out keeps each seed's work folder. The device returns
-    # at most 8 files: per arm one JSON, the failures of all arms in one, the last arm's seeds as tarballs.
+    # section 8/10/11: priming with each arm's settings, the arms side by side (3 seeds each, 2 threads a job on
+    # the 16 cores); an arm is NAME (answers=NAME) or NAME:k=v,k=v (demo overrides); --out keeps each seed's
+    # work folder. Then why each fails and, teacher-forced, which token of the answer each seed gets right
+    # (bench/reader_choice.py on the seed's own tasks). The device returns at most 8 files: per arm one JSON,
+    # the failures of all arms in one, the choices in one, the last arm's seeds as tarballs.
     ARMS=${ARMS:-plain keyed}
+    names=()
     for arm in $ARMS; do
-      python3 bench/rl_budget.py --seeds 0,1,2 "${GPU[@]}" --set "answers=$arm" --set base=/tmp/bases/0.66M --threads 2 \
-        --job-timeout "${RL_TIMEOUT:-480}" --workers 3 --variant demo: --out "/tmp/rq/$arm" --prepare-only \
-        --save "$OUT/rl_budget_multistep_reader_${arm}_answers_primed_gpu.json" > "/tmp/rq_$arm.log" 2>&1 &
+      name=${arm%%:*}; names+=("$name"); SET=()
+      if [[ $arm == *:* ]]; then IFS=, read -ra kvs <<< "${arm#*:}"; for kv in "${kvs[@]}"; do SET+=(--set "$kv"); done
+      else SET=(--set "answers=$name"); fi
+      python3 bench/rl_budget.py --seeds 0,1,2 "${GPU[@]}" "${SET[@]}" --set base=/tmp/bases/0.66M --threads 2 \
+        --job-timeout "${RL_TIMEOUT:-480}" --workers 3 --variant demo: --out "/tmp/rq/$name" --prepare-only \
+        --save "$OUT/rl_budget_multistep_reader_${name}_answers_primed_gpu.json" > "/tmp/rq_$name.log" 2>&1 &
     done
     wait
-    mkdir -p /tmp/rqf
-    for arm in $ARMS; do tail -2 "/tmp/rq_$arm.log" | cut -c1-400; for s in 0 1 2; do
-      python3 bench/multistep_failures.py "/tmp/rq/$arm/seed-$s/eval/sft" "/tmp/rq/$arm/seed-$s/tasks/held_out" \
-        --save "/tmp/rqf/${arm}_s$s.json" | cut -c1-500; done; done
-    python3 -c "import json,sys,pathlib; print(json.dumps({p.stem: json.loads(p.read_text()) for p in sorted(pathlib.Path('/tmp/rqf').glob('*.json'))}))" \
-      > "$OUT/multistep_failures_reader_answers_primed_gpu.json"
-    last=${ARMS##* }
+    mkdir -p /tmp/rqf /tmp/rqc
+    for name in "${names[@]}"; do tail -2 "/tmp/rq_$name.log" | cut -c1-400; for s in 0 1 2; do
+      OMP_NUM_THREADS=2 python3 bench/reader_choice.py --models "/tmp/rq/$name/seed-$s/sft" \
+        --tasks-dir "/tmp/rq/$name/seed-$s" --work "/tmp/rc_${name}_$s" --out "/tmp/rqc/${name}_s$s.json" \
+        > /dev/null 2> "/tmp/rqc_${name}_$s.log" &
+      python3 bench/multistep_failures.py "/tmp/rq/$name/seed-$s/eval/sft" "/tmp/rq/$name/seed-$s/tasks/held_out" \
+        --save "/tmp/rqf/${name}_s$s.json" | cut -c1-500; done; done
+    wait
+    tail -n 3 /tmp/rqc_*.log | cut -c1-600
+    for d in rqf rqc; do
+      python3 -c "import json,sys,pathlib; print(json.dumps({p.stem: json.loads(p.read_text()) for p in sorted(pathlib.Path(sys.argv[1]).glob('*.json'))}))" \
+        "/tmp/$d" > "$OUT/$([ $d = rqf ] && echo multistep_failures || echo reader_choice)_reader_answers_primed_gpu.json"
+    done
+    last=${names[-1]}
     for s in 0 1 2; do [ -f "/tmp/rq/$last/seed-$s/prepared.json" ] && tar czf "$OUT/rq_${last}_s$s.tgz" -C / \
       --exclude='checkpoint-*' "tmp/rq/$last/seed-$s/prepared.json" "tmp/rq/$last/seed-$s/tasks" "tmp/rq/$last/seed-$s/sft"; done
     ls -la "$OUT"
     ;;
   answers_rl)
     # Dr. GRPO, 3 seeds, from one arm's primed seeds (a warm /tmp/rq, or the tarballs carried in .carry/rq)
-    ARM=${ARM:-keyed}
+    ARM=${ARM:-keyed}; SET=()
+    if [[ $ARM == *:* ]]; then IFS=, read -ra kvs <<< "${ARM#*:}"; for kv in "${kvs[@]}"; do SET+=(--set "$kv"); done
+    else SET=(--set "answers=$ARM"); fi
+    ARM=${ARM%%:*}
     for t in .carry/rq/*.tgz; do [ -e "$t" ] && tar xzf "$t" -C / --skip-old-files; done
-    python3 bench/rl_budget.py --seeds 0,1,2 "${GPU[@]}" --set "answers=$ARM" --set base=/tmp/bases/0.66M \
+    python3 bench/rl_budget.py --seeds 0,1,2 "${GPU[@]}" "${SET[@]}" --set base=/tmp/bases/0.66M \
       --threads 2 --job-timeout "${RL_TIMEOUT:-500}" --workers 6 --variant demo: --out "/tmp/rq/$ARM" \
       --save "$OUT/rl_budget_multistep_reader_${ARM}_answers_gpu.json" 2>&1 | tee "$OUT/rl.log"
     for s in 0 1 2; do python3 bench/multistep_failures.py "/tmp/rq/$ARM/seed-$s/demo/eval" \

@@ -57,6 +57,9 @@ class DemoConfig(BaseModel):
     distractors: int = Field(1, ge=0, description="tools offered besides the gold one")
     quote_values: bool = Field(False, description="the user writes string values in quotes (device id: \"LT-3\"), "
                                                   "so they tokenize as inside the JSON arguments")
+    quote_fields: bool = Field(False, description="the user asks for the outputs by the keys the tool output writes "
+                                                  "them under (tell me the \"name\" and the \"type\"), the tokens a "
+                                                  "keyed answer repeats (issue 28)")
     condition: str = Field("all", description="the priming condition (synth.behaviours.CONDITIONS)")
     answers: Literal["plain", "quoted", "keyed"] = Field(
         "plain", description="how priming traces say the task's outputs: plain, quoted as a JSON tool output writes "

@@ -93,10 +93,12 @@ def _signature(task: Task) -> tuple[Any, ...]:
 
 def synthesize_family_tasks(counts: dict[str, int], *, seed: int = 0, domains: Sequence[str] | None = None,
                             backend: str = "auto", sandboxes: int = 4, rounds: int = 8,
-                            progress: Callable[[str, int, int], None] | None = None) -> dict[str, list[Task]]:
+                            progress: Callable[[str, int, int], None] | None = None, quote_values: bool = False,
+                            quote_fields: bool = False) -> dict[str, list[Task]]:
     """Up to ``counts[family]`` replay-valid tasks of each multi-step family, no two with the same gold
     calls at the same domain seed; fewer only when ``rounds`` batches of the recipe found no more.
-    ``progress`` hears (``"FAMILY PHASE"``, done, total) of each batch (synth.tasks.TaskSynthesizer)."""
+    ``progress`` hears (``"FAMILY PHASE"``, done, total) of each batch (synth.tasks.TaskSynthesizer);
+    ``quote_values`` and ``quote_fields`` write the requests as synth.tasks.synthesize_tasks does."""
     import anyio
 
     from sandboxes import SandboxConfig, SandboxPool
@@ -119,7 +121,8 @@ def synthesize_family_tasks(counts: dict[str, int], *, seed: int = 0, domains: S
                     fseed = seed * 1000 + 100 * (MULTISTEP.index(family) + 1) + r
                     tell = None if progress is None else (
                         lambda phase, done, total, f=family: progress(f"{f} {phase}", done, total))
-                    synth = TaskSynthesizer(pool, seed=fseed, domains=domains, progress=tell, **RECIPES[family])
+                    synth = TaskSynthesizer(pool, seed=fseed, domains=domains, progress=tell, quote_values=quote_values,
+                                            quote_fields=quote_fields, **RECIPES[family])
                     made = await synth.run(max(16, 4 * (want - len(kept))))
                     for t in made.tasks:
                         sig = _signature(t)

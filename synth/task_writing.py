@@ -114,7 +114,7 @@ def reference(p: str, bs: list[Binding], steps: list[Step]) -> tuple[str | None,
 
 
 def write_task(steps: list[Step], outputs: list[tuple[str, str, int]], rng: random.Random,
-               needs_user_info: bool, quote_values: bool = False) -> Draft:
+               needs_user_info: bool, quote_values: bool = False, quote_fields: bool = False) -> Draft:
     name = f"{rng.choice(FIRST_NAMES)}"
     persona = f"{name}, {rng.choice(ROLES)}, {rng.choice(STYLES)}."
     # The facts the user knows: every root argument.
@@ -188,7 +188,10 @@ def write_task(steps: list[Step], outputs: list[tuple[str, str, int]], rng: rand
         parts.append(_sentence(body))
     body = " ".join(p for p in parts if p)
     if outputs:
-        fields = " and the ".join(dict.fromkeys(humanize(k) for k, _v, _j in outputs))
+        # Quoted, a field is asked for by the key the tool output writes it under (`"type"`), the tokens the
+        # keyed answer repeats (`"type": "light"`); in prose it takes a leading space (`Ġtype`)
+        fields = " and the ".join(dict.fromkeys(json.dumps(k) if quote_fields else humanize(k)
+                                                for k, _v, _j in outputs))
         parts.append(rng.choice(ASK).format(fields=fields))
     instruction = " ".join(p for p in parts if p)
 

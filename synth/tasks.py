@@ -123,7 +123,7 @@ class TaskSynthesizer:
                  domain_seeds: int = DOMAIN_SEEDS, llm: JsonLLM | None = None,
                  progress: Callable[[str, int, int], None] | None = None,
                  lengths: dict[int, float] | None = None, user_info_rate: float = 0.35,
-                 quote_values: bool = False):
+                 quote_values: bool = False, quote_fields: bool = False):
         from toolzoo.domains import load_domain
 
         lengths = dict(LENGTH_WEIGHTS if lengths is None else lengths)
@@ -135,6 +135,7 @@ class TaskSynthesizer:
         self.lengths = lengths
         self.user_info_rate = user_info_rate
         self.quote_values = quote_values
+        self.quote_fields = quote_fields
 
         names = check_domains(domains)
         self.pool = pool
@@ -207,11 +208,11 @@ class TaskSynthesizer:
             can_hold = any(isinstance(v, str) and len(v) >= 2 for st in steps for v in st.root.values())
             needs = can_hold and rng.random() < self.user_info_rate
             state = rng.getstate()
-            draft = write_task(steps, outputs, rng, needs, self.quote_values)
+            draft = write_task(steps, outputs, rng, needs, self.quote_values, self.quote_fields)
             if needs and (not draft.withheld or any(w in draft.instruction for w in draft.withheld)):
                 needs = False  # what would be held back shows anyway (e.g. "WEB" in "WEB-1")
                 rng.setstate(state)
-                draft = write_task(steps, outputs, rng, needs, self.quote_values)
+                draft = write_task(steps, outputs, rng, needs, self.quote_values, self.quote_fields)
             echoed = [o for o in outputs if o[1] in draft.body]
             if echoed:  # an expected output the instruction already says (e.g. in a row description)
                 outputs = [o for o in outputs if o not in echoed]
@@ -220,7 +221,7 @@ class TaskSynthesizer:
                     self._gen_fail[reason] += 1
                     continue
                 rng.setstate(state)
-                draft = write_task(steps, outputs, rng, needs, self.quote_values)
+                draft = write_task(steps, outputs, rng, needs, self.quote_values, self.quote_fields)
             instruction, persona, provenance = draft.instruction, draft.persona, "template"
             if self.llm is not None:
                 try:
@@ -306,12 +307,13 @@ def synthesize_tasks(n: int, *, seed: int = 0, domains: Sequence[str] | None = N
                      sandboxes: int = 4, domain_seeds: int = DOMAIN_SEEDS, llm: JsonLLM | None = None,
                      progress: Callable[[str, int, int], None] | None = None,
                      lengths: dict[int, float] | None = None, user_info_rate: float = 0.35,
-                     quote_values: bool = False) -> TaskSynthesis:
+                     quote_values: bool = False, quote_fields: bool = False) -> TaskSynthesis:
     """Make n replay-validated tasks (fewer only if generation keeps failing; see result.dropped).
 
     ``lengths`` weighs how many gold actions a task plans (default ``LENGTH_WEIGHTS``; pruning can
     make it shorter); ``user_info_rate`` is the share of tasks that hold details back for the user;
-    ``quote_values`` writes the request's string values in double quotes (``device id: "LT-3"``)."""
+    ``quote_values`` writes the request's string values in double quotes (``device id: "LT-3"``),
+    ``quote_fields`` the fields to report by their output keys (``tell me the "name" and the "type"``)."""
     from sandboxes import SandboxConfig, SandboxPool
 
     if n < 1:
@@ -324,7 +326,7 @@ def synthesize_tasks(n: int, *, seed: int = 0, domains: Sequence[str] | None = N
         async with SandboxPool(SandboxConfig(backend=backend), size=sandboxes) as pool:  # type: ignore[arg-type]
             synth = TaskSynthesizer(pool, seed=seed, domains=domains, domain_seeds=domain_seeds, llm=llm,
                                     progress=progress, lengths=lengths, user_info_rate=user_info_rate,
-                                    quote_values=quote_values)
+                                    quote_values=quote_values, quote_fields=quote_fields)
             return await synth.run(n)
 
     return anyio.run(go)

@@ -98,3 +98,42 @@ def test_family_of_tells_the_shapes_from_single_actions() -> None:
                 known={"scene id": "SC-2"})
     assert family_of(ask) == "ask_user"
     assert family_of(ask.model_copy(update={"needs_user_info": False})) == "delete_home_scene"
+
+
+def test_quote_fields_asks_by_the_output_keys_and_quote_values_reaches_the_families() -> None:
+    """Issue 28: `quote_fields` names each field to report by the key its tool output writes it under
+    (`tell me the "name" and the "type"`), so a keyed answer repeats the question's tokens; `quote_values`
+    quotes string values in the families' requests as in single-action ones. Nothing else changes."""
+    import re
+
+    from synth.behaviours import generate_traces, keyed_value
+    from synth.task_values import humanize
+
+    kw = dict(seed=5, domains=["home_devices"], backend="local", sandboxes=2)
+    want = {"read_report": 5, "lookup_act": 3}
+    plain = synthesize_family_tasks(want, **kw)
+    quoted = synthesize_family_tasks(want, quote_fields=True, quote_values=True, **kw)
+    n_fields = n_values = 0
+    for family in want:
+        assert [t.gold_actions for t in plain[family]] == [t.gold_actions for t in quoted[family]]
+        assert [t.expected_outputs for t in plain[family]] == [t.expected_outputs for t in quoted[family]]
+        for p, q in zip(plain[family], quoted[family], strict=True):
+            values = [v for a in q.gold_actions for v in a.arguments.values() if isinstance(v, str)
+                      and f'"{v}"' in q.instruction]
+            n_values += len(values)
+            ask = re.split(r"(?<=[.?!]) ", q.instruction)[-1] if q.expected_outputs else ""
+            keys = re.findall(r'"([^"]+)"', ask)
+            n_fields += len(keys)
+            back = q.instruction
+            for v in values:
+                back = back.replace(f'"{v}"', v)
+            for k in keys:
+                back = back.replace(f'"{k}"', humanize(k))
+            assert back == p.instruction
+    assert n_values > 0 and n_fields > 0
+    # each quoted field is the key the gold episode's tool output holds the reported value under
+    tasks = [t for t in quoted["read_report"] if t.expected_outputs]
+    for t, traj in zip(tasks, generate_traces(tasks, "none", backend="local"), strict=True):
+        keys = re.findall(r'"([^"]+)"', re.split(r"(?<=[.?!]) ", t.instruction)[-1])
+        said = [keyed_value(v, traj.messages) for v in t.expected_outputs]
+        assert [s.split('": ', 1)[0].strip('"') for s in said] == keys, (t.instruction, said)
