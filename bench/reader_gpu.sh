@@ -86,14 +86,15 @@ case "$1" in
     ls -la "$OUT"
     ;;
   answers_rl)
-    # Dr. GRPO, 3 seeds, from one arm's primed seeds (a warm /tmp/rq, or the tarballs carried in .carry/rq)
+    # Dr. GRPO, 3 seeds, from one arm's primed seeds (a warm /tmp/rq, or the tarballs carried in .carry/rq);
+    # VARIANTS="demo: NAME:k=v;k=v" (no spaces inside one) trains each variant from the same checkpoints
     ARM=${ARM:-keyed}; SET=()
     if [[ $ARM == *:* ]]; then IFS=, read -ra kvs <<< "${ARM#*:}"; for kv in "${kvs[@]}"; do SET+=(--set "$kv"); done
     else SET=(--set "answers=$ARM"); fi
     ARM=${ARM%%:*}
     for t in .carry/rq/*.tgz; do [ -e "$t" ] && tar xzf "$t" -C / --skip-old-files; done
     python3 bench/rl_budget.py --seeds 0,1,2 "${GPU[@]}" "${SET[@]}" --set base=/tmp/bases/0.66M \
-      --threads 2 --job-timeout "${RL_TIMEOUT:-500}" --workers 6 --variant demo: --out "/tmp/rq/$ARM" \
+      --threads 2 --job-timeout "${RL_TIMEOUT:-500}" --workers 6 $(for v in ${VARIANTS:-demo:}; do echo --variant "$v"; done) --out "/tmp/rq/$ARM" \
       --save "$OUT/rl_budget_multistep_reader_${ARM}_answers_gpu.json" 2>&1 | tee "$OUT/rl.log"
     for s in 0 1 2; do python3 bench/multistep_failures.py "/tmp/rq/$ARM/seed-$s/demo/eval" \
       "/tmp/rq/$ARM/seed-$s/tasks/held_out" --save "$OUT/multistep_failures_reader_${ARM}_answers_grpo_s$s.json" \
