@@ -94,11 +94,11 @@ case "$1" in
     ARM=${ARM%%:*}
     for t in .carry/rq/*.tgz; do [ -e "$t" ] && tar xzf "$t" -C / --skip-old-files; done
     python3 bench/rl_budget.py --seeds 0,1,2 "${GPU[@]}" "${SET[@]}" --set base=/tmp/bases/0.66M \
-      --threads 2 --job-timeout "${RL_TIMEOUT:-500}" --workers 6 $(for v in ${VARIANTS:-demo:}; do echo --variant "$v"; done) --out "/tmp/rq/$ARM" \
+      --threads "${THREADS:-2}" --job-timeout "${RL_TIMEOUT:-500}" --workers 6 $(for v in ${VARIANTS:-demo:}; do echo --variant "$v"; done) --out "/tmp/rq/$ARM" \
       --save "$OUT/rl_budget_multistep_reader_${ARM}_answers_gpu.json" 2>&1 | tee "$OUT/rl.log"
-    for s in 0 1 2; do python3 bench/multistep_failures.py "/tmp/rq/$ARM/seed-$s/demo/eval" \
-      "/tmp/rq/$ARM/seed-$s/tasks/held_out" --save "$OUT/multistep_failures_reader_${ARM}_answers_grpo_s$s.json" \
-      | cut -c1-700; done
+    for v in ${VARIANTS:-demo:}; do v=${v%%:*}; for s in 0 1 2; do
+      python3 bench/multistep_failures.py "/tmp/rq/$ARM/seed-$s/$v/eval" "/tmp/rq/$ARM/seed-$s/tasks/held_out" \
+        --save "$OUT/multistep_failures_reader_${ARM}_answers_grpo_${v}_s$s.json" | cut -c1-700; done; done
     ;;
   failures)
     # the reader base and the shipped one, primed side by side; each multi-step failure sorted by its first wrong step
