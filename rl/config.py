@@ -126,6 +126,9 @@ class DataConfig(_Section):
     domains: list[str] | None = Field(None, description="train only on these domains; None: all")
     domain_dirs: list[str] = Field(default_factory=list, description="domain folders (or folders of them) outside "
                                    "the package to load; their domains are then known by name")
+    families: list[str] | None = Field(None, description="train only on tasks of these families (synth.task_families."
+                                       "family_of: lookup_act, read_report, ask_user, else the first gold tool's "
+                                       "name); None: all")
     max_tasks: int | None = Field(None, gt=0)
     shuffle: bool = True
 
@@ -134,6 +137,13 @@ class DataConfig(_Section):
     def _domains(cls, v: list[str] | None) -> list[str] | None:
         if v is not None and not v:
             raise ValueError("an empty domain list selects nothing; use null for all domains")
+        return v
+
+    @field_validator("families")
+    @classmethod
+    def _families(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and not v:
+            raise ValueError("an empty family list selects nothing; use null for all families")
         return v
 
     @field_validator("domain_dirs")

@@ -61,6 +61,13 @@ def load_train_tasks(cfg: TrainConfig, run_dir: Path) -> list:
         tasks = made.tasks
     if d.domains is not None:
         tasks = [t for t in tasks if t.domain in d.domains]
+    if d.families is not None:
+        from synth.task_families import family_of
+
+        # RL learns only from groups with reward variance; tasks the primed policy always solves add none
+        tasks = [t for t in tasks if family_of(t) in d.families]
+        if not tasks:
+            raise ConfigError(f"no training task is of the families {d.families}", field="data.families")
     if d.max_tasks is not None:
         tasks = tasks[: d.max_tasks]
     if not tasks:

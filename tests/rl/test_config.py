@@ -254,3 +254,30 @@ def test_tiny_head_sizes_match_rl_tiny():
     from rl import config, tiny
 
     assert config._VLLM_CPU_HEAD_SIZES == tiny._VLLM_CPU_HEAD_SIZES
+
+
+def test_data_families_trains_on_those_families_only(tmp_path: Path) -> None:
+    """Issue 28: `data.families` keeps the training tasks of the named families (synth.task_families.family_of),
+    so Dr. GRPO's groups go to the families that still fail; none left or an empty list is a clear error."""
+    from synth.task_families import family_of, synthesize_family_tasks
+    from synth.tasks import TaskSynthesis, export_tasks, synthesize_tasks
+    from rl.trainer import load_train_tasks
+    from tests.conftest import backend_status
+
+    ok, why = backend_status("local")
+    if not ok:
+        pytest.skip(f"local backend unavailable: {why}")
+    kw = dict(seed=2, domains=["home_devices"], backend="local", sandboxes=2)
+    made = synthesize_family_tasks({"read_report": 3, "ask_user": 2}, **kw)
+    singles = synthesize_tasks(4, lengths={1: 1.0}, user_info_rate=0.0, **kw).tasks
+    tasks = [*made["read_report"], *made["ask_user"], *singles]
+    export_tasks(TaskSynthesis(tasks=tasks), tmp_path / "tasks")
+    base = [f"data.tasks={tmp_path / 'tasks'}", "model.name_or_path=tiny"]
+    assert len(load_train_tasks(load_config(None, base), tmp_path)) == len(tasks)
+    kept = load_train_tasks(load_config(None, [*base, "data.families=[read_report, ask_user]"]), tmp_path)
+    assert sorted(t.id for t in kept) == sorted(t.id for t in [*made["read_report"], *made["ask_user"]])
+    assert {family_of(t) for t in kept} == {"read_report", "ask_user"}
+    with pytest.raises(ConfigError, match="no training task is of the families"):
+        load_train_tasks(load_config(None, [*base, "data.families=[lookup_act]"]), tmp_path)
+    with pytest.raises(ConfigError, match="empty family list"):
+        load_config(None, [*base, "data.families=[]"])
