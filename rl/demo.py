@@ -185,12 +185,13 @@ def make_tasks(cfg: DemoConfig, out: Path, backend: str,
 
     made = synthesize_tasks(cfg.tasks, seed=cfg.seed, domains=cfg.domains, backend=backend,
                             sandboxes=4, lengths={1: 1.0}, user_info_rate=0.0,
-                            quote_values=cfg.quote_values, quote_fields=cfg.quote_fields,
+                            quote_values=cfg.quote_values, quote_fields=cfg.quote_fields, domain_seeds=cfg.domain_seeds,
                             progress=None if progress is None else
                             (lambda phase, done, total: progress(f"single-action {phase}", done, total)))
     by_family = synthesize_family_tasks(cfg.multistep, seed=cfg.seed, domains=cfg.domains, backend=backend,
                                         sandboxes=4, progress=progress, quote_values=cfg.quote_values,
-                                        quote_fields=cfg.quote_fields) if cfg.multistep else {}
+                                        quote_fields=cfg.quote_fields, domain_seeds=cfg.domain_seeds) \
+        if cfg.multistep else {}
     singles = []
     for t in made.tasks:  # a one-call read with a value to report is a read-and-report task
         f = family_of(t)

@@ -38,8 +38,8 @@ def stage_table(stage_minutes: dict[str, float], total: float) -> str:
 # The demo's settings as the report groups them: (group, demo keys, sections of the train config).
 SETTING_GROUPS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("model / base", ("base", "tiny", "seed", "out_dir"), ("model",)),
-    ("tasks", ("domains", "tasks", "held_out", "distractors", "quote_values", "quote_fields", "multistep",
-               "multistep_held_out"), ("data",)),
+    ("tasks", ("domains", "tasks", "held_out", "distractors", "domain_seeds", "quote_values", "quote_fields",
+               "multistep", "multistep_held_out"), ("data",)),
     ("priming / SFT", ("condition", "answers", "sft"), ()),
     ("Dr. GRPO", (), ("grpo", "trainer", "run")),
     ("rollout", (), ("rollout",)),

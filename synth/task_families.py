@@ -94,15 +94,16 @@ def _signature(task: Task) -> tuple[Any, ...]:
 def synthesize_family_tasks(counts: dict[str, int], *, seed: int = 0, domains: Sequence[str] | None = None,
                             backend: str = "auto", sandboxes: int = 4, rounds: int = 8,
                             progress: Callable[[str, int, int], None] | None = None, quote_values: bool = False,
-                            quote_fields: bool = False) -> dict[str, list[Task]]:
+                            quote_fields: bool = False, domain_seeds: int | None = None) -> dict[str, list[Task]]:
     """Up to ``counts[family]`` replay-valid tasks of each multi-step family, no two with the same gold
     calls at the same domain seed; fewer only when ``rounds`` batches of the recipe found no more.
     ``progress`` hears (``"FAMILY PHASE"``, done, total) of each batch (synth.tasks.TaskSynthesizer);
-    ``quote_values`` and ``quote_fields`` write the requests as synth.tasks.synthesize_tasks does."""
+    ``quote_values``, ``quote_fields`` and ``domain_seeds`` (how many worlds of each domain; None: synth.tasks'
+    DOMAIN_SEEDS) act as in synth.tasks.synthesize_tasks."""
     import anyio
 
     from sandboxes import SandboxConfig, SandboxPool
-    from synth.tasks import TaskSynthesizer, check_domains
+    from synth.tasks import DOMAIN_SEEDS, TaskSynthesizer, check_domains
 
     unknown = sorted(set(counts) - set(MULTISTEP))
     if unknown:
@@ -122,7 +123,8 @@ def synthesize_family_tasks(counts: dict[str, int], *, seed: int = 0, domains: S
                     tell = None if progress is None else (
                         lambda phase, done, total, f=family: progress(f"{f} {phase}", done, total))
                     synth = TaskSynthesizer(pool, seed=fseed, domains=domains, progress=tell, quote_values=quote_values,
-                                            quote_fields=quote_fields, **RECIPES[family])
+                                            quote_fields=quote_fields, domain_seeds=domain_seeds or DOMAIN_SEEDS,
+                                            **RECIPES[family])
                     made = await synth.run(max(16, 4 * (want - len(kept))))
                     for t in made.tasks:
                         sig = _signature(t)

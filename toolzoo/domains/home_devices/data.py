@@ -6,14 +6,19 @@ ROOMS = ["living room", "kitchen", "bedroom", "office", "hallway", "porch"]
 def seed(rng: random.Random) -> dict:
     devices = {}
     offline = rng.randrange(6)
-    for i, room in enumerate(ROOMS):
+    # Which light is in which room, and which lock is which door, vary with the seed: an agent must read a
+    # device's name from the tools, not recall it from the id (a tiny policy primed on one fixed world said
+    # the names it had memorised for other ids; bench/results/reader_gpu.md, section 12)
+    rooms = rng.sample(ROOMS, len(ROOMS))
+    doors = rng.sample([("hallway", "Front door"), ("kitchen", "Back door"), ("garage", "Garage door")], 3)
+    for i, room in enumerate(rooms):
         on = rng.random() < 0.5
         devices[f"LT-{i + 1}"] = {
             "type": "light", "name": f"{room.title()} light", "room": room, "online": i != offline,
             "on": on, "brightness": rng.randint(10, 100), "color_temp_k": rng.choice([2700, 3000, 4000, 5000]),
         }
     jammed, lock_offline = rng.sample(range(3), 2)
-    for i, (room, name) in enumerate([("hallway", "Front door"), ("kitchen", "Back door"), ("garage", "Garage door")]):
+    for i, (room, name) in enumerate(doors):
         devices[f"LK-{i + 1}"] = {"type": "lock", "name": name, "room": room, "online": i != lock_offline,
                                   "locked": rng.random() < 0.7, "jammed": i == jammed, "battery_pct": rng.randint(15, 100)}
     devices["TH-1"] = {"type": "thermostat", "name": "Main thermostat", "room": "hallway", "online": True,
