@@ -137,3 +137,11 @@ def test_quote_fields_asks_by_the_output_keys_and_quote_values_reaches_the_famil
         keys = re.findall(r'"([^"]+)"', re.split(r"(?<=[.?!]) ", t.instruction)[-1])
         said = [keyed_value(v, traj.messages) for v in t.expected_outputs]
         assert [s.split('": ', 1)[0].strip('"') for s in said] == keys, (t.instruction, said)
+
+
+def test_domain_seeds_sets_how_many_worlds_the_tasks_come_from() -> None:
+    kw = dict(seed=4, domains=["home_devices"], backend="local", sandboxes=2)
+    one = synthesize_family_tasks({"read_report": 4}, domain_seeds=1, **kw)["read_report"]
+    many = synthesize_family_tasks({"read_report": 8}, domain_seeds=64, **kw)["read_report"]
+    assert one and {t.seed for t in one} == {0}
+    assert many and all(0 <= t.seed < 64 for t in many) and len({t.seed for t in many}) > 1

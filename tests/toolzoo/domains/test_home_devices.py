@@ -138,3 +138,22 @@ def test_delete_home_scene(h):
     h.ok("delete_home_scene", {"scene_id": "SC-2"})
     assert "SC-2" not in h.state()["scenes"]
     h.err("delete_home_scene", {"scene_id": "SC-2"}, code="scene_not_found")
+
+
+def test_the_world_varies_with_the_seed():
+    """Issue 28: which light is in which room (so its name) and which lock is which door vary with the domain
+    seed, so an agent has to read a device's name from the tools instead of recalling it from the id; each
+    world still has one light per room and the three doors."""
+    import random
+
+    from toolzoo.domains.home_devices.data import ROOMS, seed
+
+    worlds = [seed(random.Random(s))["devices"] for s in range(8)]
+    for devices in worlds:
+        lights = {k: d for k, d in devices.items() if d["type"] == "light"}
+        assert sorted(d["room"] for d in lights.values()) == sorted(ROOMS)
+        assert all(d["name"] == f"{d['room'].title()} light" for d in lights.values())
+        assert sorted(d["name"] for d in devices.values() if d["type"] == "lock") == [
+            "Back door", "Front door", "Garage door"]
+    assert len({w["LT-1"]["name"] for w in worlds}) > 1 and len({w["LK-1"]["name"] for w in worlds}) > 1
+    assert seed(random.Random(3)) == seed(random.Random(3))
