@@ -57,8 +57,9 @@ class DemoConfig(BaseModel):
     distractors: int = Field(1, ge=0, description="tools offered besides the gold one")
     quote_values: bool = Field(False, description="the user writes string values in quotes (device id: \"LT-3\"), "
                                                   "so they tokenize as inside the JSON arguments")
-    domain_seeds: int = Field(4, gt=0, description="worlds per domain the tasks are drawn from (synth.tasks.DOMAIN_SEEDS); "
-                                                  "more worlds make an agent read values it could otherwise recall")
+    domain_seeds: int = Field(4, gt=0, description="worlds per domain the tasks are drawn from (synth.tasks."
+                                                  "DOMAIN_SEEDS); more worlds make an agent read values it could "
+                                                  "otherwise recall")
     quote_fields: bool = Field(False, description="the user asks for the outputs by the keys the tool output writes "
                                                   "them under (tell me the \"name\" and the \"type\"), the tokens a "
                                                   "keyed answer repeats (issue 28)")
