@@ -28,6 +28,12 @@ SHAPES=${SHAPES:-0.66M:128x2x4,4M:256x4x4,8M:384x4x6,27M:512x8x8}
 GPU=(--gpu --set sft.bf16=false --set train.model.dtype=float32)
 # bases come back as tarballs (the device returns at most 8 files of 16 MB); a warm machine still has /tmp/bases
 for t in .carry/bases/*.tgz; do [ -e "$t" ] && tar xzf "$t" -C /tmp/bases --skip-old-files; done
+# An arm: NAME (answers=NAME) or NAME:k=v,k=v (demo overrides); sets SET (its --set arguments) and NAME.
+arm_sets() {
+  NAME=${1%%:*}; SET=()
+  if [[ $1 == *:* ]]; then IFS=, read -ra kvs <<< "${1#*:}"; for kv in "${kvs[@]}"; do SET+=(--set "$kv"); done
+  else SET=(--set "answers=$NAME"); fi
+}
 case "$1" in
   sweep)
     python3 bench/reader_corpus.py --set multistep_per_family=100 --set copy_drills_per_length=100 \
@@ -59,9 +65,7 @@ case "$1" in
     ARMS=${ARMS:-plain keyed}
     names=()
     for arm in $ARMS; do
-      name=${arm%%:*}; names+=("$name"); SET=()
-      if [[ $arm == *:* ]]; then IFS=, read -ra kvs <<< "${arm#*:}"; for kv in "${kvs[@]}"; do SET+=(--set "$kv"); done
-      else SET=(--set "answers=$name"); fi
+      arm_sets "$arm"; name=$NAME; names+=("$name")
       python3 bench/rl_budget.py --seeds 0,1,2 "${GPU[@]}" "${SET[@]}" --set base=/tmp/bases/0.66M --threads 2 \
         --job-timeout "${RL_TIMEOUT:-480}" --workers 3 --variant demo: --out "/tmp/rq/$name" --prepare-only \
         --save "$OUT/rl_budget_multistep_reader_${name}_answers_primed_gpu.json" > "/tmp/rq_$name.log" 2>&1 &
@@ -88,10 +92,7 @@ case "$1" in
   answers_rl)
     # Dr. GRPO, 3 seeds, from one arm's primed seeds (a warm /tmp/rq, or the tarballs carried in .carry/rq);
     # VARIANTS="demo: NAME:k=v;k=v" (no spaces inside one) trains each variant from the same checkpoints
-    ARM=${ARM:-keyed}; SET=()
-    if [[ $ARM == *:* ]]; then IFS=, read -ra kvs <<< "${ARM#*:}"; for kv in "${kvs[@]}"; do SET+=(--set "$kv"); done
-    else SET=(--set "answers=$ARM"); fi
-    ARM=${ARM%%:*}
+    arm_sets "${ARM:-keyed}"; ARM=$NAME
     for t in .carry/rq/*.tgz; do [ -e "$t" ] && tar xzf "$t" -C / --skip-old-files; done
     python3 bench/rl_budget.py --seeds 0,1,2 "${GPU[@]}" "${SET[@]}" --set base=/tmp/bases/0.66M \
       --threads "${THREADS:-2}" --job-timeout "${RL_TIMEOUT:-500}" --workers 6 $(for v in ${VARIANTS:-demo:}; do echo --variant "$v"; done) --out "/tmp/rq/$ARM" \

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from rewards.compose import RewardConfig
 
@@ -132,18 +132,12 @@ class DataConfig(_Section):
     max_tasks: int | None = Field(None, gt=0)
     shuffle: bool = True
 
-    @field_validator("domains")
+    @field_validator("domains", "families")
     @classmethod
-    def _domains(cls, v: list[str] | None) -> list[str] | None:
+    def _not_empty(cls, v: list[str] | None, info: ValidationInfo) -> list[str] | None:
         if v is not None and not v:
-            raise ValueError("an empty domain list selects nothing; use null for all domains")
-        return v
-
-    @field_validator("families")
-    @classmethod
-    def _families(cls, v: list[str] | None) -> list[str] | None:
-        if v is not None and not v:
-            raise ValueError("an empty family list selects nothing; use null for all families")
+            what = info.field_name.removesuffix("s").replace("familie", "family")
+            raise ValueError(f"an empty {what} list selects nothing; use null for all {info.field_name}")
         return v
 
     @field_validator("domain_dirs")
