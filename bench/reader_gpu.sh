@@ -10,9 +10,9 @@
 #                                      #   primed baseline and RL alike); the JSON is rl_budget_multistep_reader_t_gpu.json
 #   ARMS="plain keyed" bash bench/reader_gpu.sh answers  # priming with each answer style (or NAME:k=v,k=v: demo
 #                                      #   overrides), 3 seeds each, side by side; why each fails; teacher-forced
-#                                      #   choices; the last arm's primed seeds come back as tarballs
-#   ARM=keyed bash bench/reader_gpu.sh answers_rl  # (or ARM=NAME:k=v,k=v) Dr. GRPO, 3 seeds, from that arm's primed seeds (warm
-#                                      #   /tmp/rq, or the tarballs carried in .carry/rq)
+#                                      #   choices; each arm's primed seeds come back as one tarball
+#   ARMS="keyed" bash bench/reader_gpu.sh answers_rl  # (or NAME:k=v,k=v; several arms side by side) Dr. GRPO,
+#                                      #   3 seeds, from each arm's primed seeds (warm /tmp/rq, or the tarballs carried in .carry/rq)
 #        PHASE=prepare ... then PHASE=train ...  # two back-to-back calls (a warm machine keeps /tmp/rlb/<hash of NAME and SETS>):
 #                                      #   priming + primed evaluation, then Dr. GRPO from those checkpoints
 # Carry .whl and .carry. Results go to $OUT (the device tool brings them back).
@@ -84,22 +84,33 @@ case "$1" in
       python3 -c "import json,sys,pathlib; print(json.dumps({p.stem: json.loads(p.read_text()) for p in sorted(pathlib.Path(sys.argv[1]).glob('*.json'))}))" \
         "/tmp/$d" > "$OUT/$([ $d = rqf ] && echo multistep_failures || echo reader_choice)_reader_answers_primed_gpu.json"
     done
-    last=${names[-1]}
-    for s in 0 1 2; do [ -f "/tmp/rq/$last/seed-$s/prepared.json" ] && tar czf "$OUT/rq_${last}_s$s.tgz" -C / \
-      --exclude='checkpoint-*' "tmp/rq/$last/seed-$s/prepared.json" "tmp/rq/$last/seed-$s/tasks" "tmp/rq/$last/seed-$s/sft"; done
+    # every arm's primed seeds in one tarball (~9 MB), for answers_rl on a fresh machine (carry them in .carry/rq)
+    for name in "${names[@]}"; do parts=(); for s in 0 1 2; do [ -f "/tmp/rq/$name/seed-$s/prepared.json" ] && \
+      parts+=("tmp/rq/$name/seed-$s/prepared.json" "tmp/rq/$name/seed-$s/tasks" "tmp/rq/$name/seed-$s/sft"); done
+      [ ${#parts[@]} -gt 0 ] && tar czf "$OUT/rq_$name.tgz" -C / --exclude='checkpoint-*' "${parts[@]}"; done
     ls -la "$OUT"
     ;;
   answers_rl)
-    # Dr. GRPO, 3 seeds, from one arm's primed seeds (a warm /tmp/rq, or the tarballs carried in .carry/rq);
-    # VARIANTS="demo: NAME:k=v;k=v" (no spaces inside one) trains each variant from the same checkpoints
-    arm_sets "${ARM:-keyed}"; ARM=$NAME
+    # Dr. GRPO, 3 seeds, from each arm's primed seeds (a warm /tmp/rq, or the tarballs carried in .carry/rq);
+    # ARMS="A B" trains the arms side by side (the 6 workers shared); VARIANTS="demo: NAME:k=v;k=v" (no spaces
+    # inside one) trains each variant from the same checkpoints. Failures of every arm, variant and seed in one JSON.
     for t in .carry/rq/*.tgz; do [ -e "$t" ] && tar xzf "$t" -C / --skip-old-files; done
-    python3 bench/rl_budget.py --seeds 0,1,2 "${GPU[@]}" "${SET[@]}" --set base=/tmp/bases/0.66M \
-      --threads "${THREADS:-2}" --job-timeout "${RL_TIMEOUT:-500}" --workers 6 $(for v in ${VARIANTS:-demo:}; do echo --variant "$v"; done) --out "/tmp/rq/$ARM" \
-      --save "$OUT/rl_budget_multistep_reader_${ARM}_answers_gpu.json" 2>&1 | tee "$OUT/rl.log"
-    for v in ${VARIANTS:-demo:}; do v=${v%%:*}; for s in 0 1 2; do
-      python3 bench/multistep_failures.py "/tmp/rq/$ARM/seed-$s/$v/eval" "/tmp/rq/$ARM/seed-$s/tasks/held_out" \
-        --save "$OUT/multistep_failures_reader_${ARM}_answers_grpo_${v}_s$s.json" | cut -c1-700; done; done
+    read -ra arms <<< "${ARMS:-${ARM:-keyed}}"; names=()
+    for arm in "${arms[@]}"; do
+      arm_sets "$arm"; name=$NAME; names+=("$name")
+      python3 bench/rl_budget.py --seeds 0,1,2 "${GPU[@]}" "${SET[@]}" --set base=/tmp/bases/0.66M \
+        --threads "${THREADS:-2}" --job-timeout "${RL_TIMEOUT:-500}" --workers $((6 / ${#arms[@]})) \
+        $(for v in ${VARIANTS:-demo:}; do echo --variant "$v"; done) --out "/tmp/rq/$name" \
+        --save "$OUT/rl_budget_multistep_reader_${name}_answers_gpu.json" > "/tmp/rl_$name.log" 2>&1 &
+    done
+    wait
+    mkdir -p /tmp/rlf
+    for name in "${names[@]}"; do tail -3 "/tmp/rl_$name.log" | cut -c1-600
+      for v in ${VARIANTS:-demo:}; do v=${v%%:*}; for s in 0 1 2; do
+        python3 bench/multistep_failures.py "/tmp/rq/$name/seed-$s/$v/eval" "/tmp/rq/$name/seed-$s/tasks/held_out" \
+          --save "/tmp/rlf/${name}_${v}_s$s.json" | cut -c1-400; done; done; done
+    python3 -c "import json,sys,pathlib; print(json.dumps({p.stem: json.loads(p.read_text()) for p in sorted(pathlib.Path(sys.argv[1]).glob('*.json'))}))" \
+      /tmp/rlf > "$OUT/multistep_failures_reader_answers_grpo_gpu.json"
     ;;
   failures)
     # the reader base and the shipped one, primed side by side; each multi-step failure sorted by its first wrong step
