@@ -107,6 +107,7 @@ case "$1" in
     mkdir -p /tmp/rlf
     for name in "${names[@]}"; do tail -3 "/tmp/rl_$name.log" | cut -c1-600
       for v in ${VARIANTS:-demo:}; do v=${v%%:*}; for s in 0 1 2; do
+        [ -f "/tmp/rq/$name/seed-$s/$v/eval/trajectories.jsonl" ] || continue  # a job that ran out of time
         python3 bench/multistep_failures.py "/tmp/rq/$name/seed-$s/$v/eval" "/tmp/rq/$name/seed-$s/tasks/held_out" \
           --save "/tmp/rlf/${name}_${v}_s$s.json" | cut -c1-400; done; done; done
     python3 -c "import json,sys,pathlib; print(json.dumps({p.stem: json.loads(p.read_text()) for p in sorted(pathlib.Path(sys.argv[1]).glob('*.json'))}))" \
