@@ -1,5 +1,5 @@
-"""Why multi-step episodes fail: each held-out episode of ``lookup_act`` and ``read_report`` sorted into the
-first step it got wrong (issue 28: the next lever, measured).
+"""Why multi-step episodes fail: each held-out episode of ``lookup_act``, ``read_report`` and ``ask_user`` sorted
+into the first step it got wrong (issue 28: the next lever, measured).
 
     python bench/multistep_failures.py EVAL_DIR TASKS_DIR [--save out.json] [--examples N]
 
@@ -16,6 +16,9 @@ episode meets them:
   ``wrong_id_not_in_output``: an id the output does not hold (made up or misspelt);
 - ``wrong_other_args``: the id is right, another argument is not;
 - ``right_calls_unsolved``: the gold calls were made, the episode still failed (answer, extra writes);
+- ask_user: ``asked_then_failed`` (the user revealed the withheld detail, the episode still failed),
+  ``acted_without_asking`` (calls, no question the user answered), ``no_question_no_call`` (neither: the turn
+  was text that asked nothing, or a tool call broken into text);
 - ``solved``.
 
 Plus the terminations (``max_tokens``: the completion budget ran out) and a few failed episodes per
@@ -35,6 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402, F401  (first: fixes sys.path)
 
 from bench._common import emit  # noqa: E402
+
+
+FAMILIES = ("lookup_act", "read_report", "ask_user")
 
 
 def _calls(traj: dict[str, Any]) -> list[dict[str, Any]]:
@@ -59,6 +65,10 @@ def classify(task: Any, family: str, traj: dict[str, Any]) -> str:
         return "solved"
     calls = _calls(traj)
     good = [c for c in calls if c.get("name") and c["arguments"] is not None]
+    if family == "ask_user":
+        if (((traj.get("stats") or {}).get("user") or {}).get("revealed") or 0) > 0:
+            return "asked_then_failed"
+        return "acted_without_asking" if good else "malformed" if calls else "no_question_no_call"
     if not good:
         return "malformed" if calls else "no_call"
     gold = task.gold_actions
@@ -108,7 +118,7 @@ def main() -> int:
         traj = json.loads(line)
         task = tasks.get(traj["task_id"])
         fam = family_of(task) if task else None
-        if fam not in ("lookup_act", "read_report"):
+        if fam not in FAMILIES:
             continue
         what = classify(task, fam, traj)
         per[fam][what] += 1
