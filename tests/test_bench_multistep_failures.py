@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.bench_module import load_bench
 
 
 def _bench():
-    bench = str(ROOT / "bench")
-    sys.path.insert(0, bench)  # for its sibling _common, which takes bench/ off sys.path when first imported
-    try:
-        spec = importlib.util.spec_from_file_location("bench_multistep_failures", Path(bench) / "multistep_failures.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:
-        while bench in sys.path:
-            sys.path.remove(bench)
-    return mod
+    return load_bench("multistep_failures")
 
 
 def _traj(calls: list[dict], revealed: int = 0, solved: bool = False, said: str = "") -> dict:

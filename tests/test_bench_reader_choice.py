@@ -3,12 +3,12 @@ sorted (issue 28: choosing the value vs writing it)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+
+from tests.bench_module import load_bench
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -21,14 +21,7 @@ TEXT = ('<|im_start|>user\nShow LT-1, then tell me its name and type.<|im_end|>\
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_reader_choice", ROOT / "bench" / "reader_choice.py")
-    mod = importlib.util.module_from_spec(spec)
-    path = list(sys.path)
-    try:
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path[:] = path
-    return mod
+    return load_bench("reader_choice")
 
 
 class Oracle(torch.nn.Module):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -10,20 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.bench_module import load_bench
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _bench():
-    bench = str(ROOT / "bench")
-    sys.path.insert(0, bench)  # for its sibling _common, which takes bench/ off sys.path when first imported
-    try:
-        spec = importlib.util.spec_from_file_location("bench_reader_worlds", Path(bench) / "reader_worlds.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:
-        while bench in sys.path:
-            sys.path.remove(bench)
-    return mod
+    return load_bench("reader_worlds")
 
 
 def test_models_are_named_and_a_name_given_twice_is_refused() -> None:

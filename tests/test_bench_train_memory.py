@@ -3,26 +3,16 @@ processes (issue 32: the DDP bench's tokens/s against today's DDP tokens/s, not 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
+
+from tests.bench_module import load_bench
 
 pytest.importorskip("torch")
 
 
 def _bench():
-    bench = str(Path(__file__).resolve().parents[1] / "bench")
-    sys.path.insert(0, bench)  # for its sibling _common, which takes bench/ off sys.path when first imported
-    try:
-        spec = importlib.util.spec_from_file_location("bench_train_memory", Path(bench) / "train_memory.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:  # bench/rewards.py would shadow the rewards package for every later test
-        while bench in sys.path:
-            sys.path.remove(bench)
-    return mod
+    return load_bench("train_memory")
 
 
 def _launch(tps: float, procs: int, peak: list[float], rc: int = 0) -> dict:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.bench_module import load_bench
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -36,20 +38,7 @@ def test_bench_train_multi_quick_prints_one_json_line_last(tmp_path):
 
 
 def _train_multi():
-    """bench/train_multi.py as a module (it imports its sibling _common, which fixes sys.path)."""
-    import importlib.util
-
-    bench = str(ROOT / "bench")
-    sys.path.insert(0, bench)
-    try:
-        spec = importlib.util.spec_from_file_location("bench_train_multi", ROOT / "bench" / "train_multi.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:  # bench/rewards.py would shadow the rewards package for every later test (_common removes
-        # bench/ from sys.path only when first imported)
-        while bench in sys.path:
-            sys.path.remove(bench)
-    return mod
+    return load_bench("train_multi")
 
 
 def test_the_ranks_keep_the_users_pythonpath():
