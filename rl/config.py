@@ -136,8 +136,8 @@ class DataConfig(_Section):
     @classmethod
     def _not_empty(cls, v: list[str] | None, info: ValidationInfo) -> list[str] | None:
         if v is not None and not v:
-            what = info.field_name.removesuffix("s").replace("familie", "family")
-            raise ValueError(f"an empty {what} list selects nothing; use null for all {info.field_name}")
+            one = {"domains": "domain", "families": "family"}[info.field_name]
+            raise ValueError(f"an empty {one} list selects nothing; use null for all {info.field_name}")
         return v
 
     @field_validator("domain_dirs")
