@@ -99,7 +99,7 @@ case "$1" in
     for arm in "${arms[@]}"; do
       arm_sets "$arm"; name=$NAME; names+=("$name")
       python3 bench/rl_budget.py --seeds 0,1,2 "${GPU[@]}" "${SET[@]}" --set base=/tmp/bases/0.66M \
-        --threads "${THREADS:-2}" --job-timeout "${RL_TIMEOUT:-500}" --workers $((6 / ${#arms[@]})) \
+        --threads "${THREADS:-2}" --job-timeout "${RL_TIMEOUT:-500}" --workers "${WORKERS:-$((6 / ${#arms[@]}))}" \
         $(for v in ${VARIANTS:-demo:}; do echo --variant "$v"; done) --out "/tmp/rq/$name" \
         --save "$OUT/rl_budget_multistep_reader_${name}_answers_gpu.json" > "/tmp/rl_$name.log" 2>&1 &
     done
