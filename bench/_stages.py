@@ -113,22 +113,30 @@ def prime_condition(cfg: Any, base: Path, train_tasks: list[Any], out: Path, bac
             "sft_final_loss": sft.final_loss, "sft_token_accuracy": sft.mean_token_accuracy}
 
 
-def grpo_config(cfg: Any, tasks_dir: Path, model_dir: Path, run_dir: Path) -> Any:
-    """The demo's ``dojo train`` config of stage 5, trained on ``tasks_dir/train`` into ``run_dir``."""
+def grpo_config(cfg: Any, tasks_dir: Path, model_dir: Path, run_dir: Path, rl_tasks: Path | None = None) -> Any:
+    """The demo's ``dojo train`` config of stage 5, trained on ``rl_tasks`` (default ``tasks_dir/train``)
+    into ``run_dir``."""
     from rl.demo import train_config
 
     t = train_config(cfg, run_dir.parent, model_dir)
-    return t.model_copy(update={"data": t.data.model_copy(update={"tasks": str(tasks_dir / "train")}),
+    tasks = rl_tasks or tasks_dir / "train"
+    return t.model_copy(update={"data": t.data.model_copy(update={"tasks": str(tasks)}),
                                 "run": t.run.model_copy(update={"output_dir": str(run_dir)})})
 
 
 def run_grpo(cfg: Any, tasks_dir: Path, model_dir: Path, run_dir: Path) -> dict[str, Any]:
-    """Stage 5: GRPO (the demo's Dr. GRPO unless ``cfg.train`` says otherwise) into ``run_dir``."""
+    """Stage 5: GRPO (the demo's Dr. GRPO unless ``cfg.train`` says otherwise) into ``run_dir``; with
+    ``cfg.rl_multistep`` on the seed's training tasks plus fresh multi-step ones (rl.demo.rl_tasks, made in
+    ``run_dir``'s parent)."""
+    from rl.demo import rl_tasks, sandbox_backend
     from rl.trainer import train
 
-    res = train(grpo_config(cfg, tasks_dir, model_dir, run_dir), run_dir=run_dir, progress=False)
+    tasks, fresh = tasks_dir / "train", 0
+    if cfg.rl_multistep:
+        tasks, fresh = rl_tasks(cfg, run_dir.parent, sandbox_backend(cfg), *load_split(tasks_dir))
+    res = train(grpo_config(cfg, tasks_dir, model_dir, run_dir, tasks), run_dir=run_dir, progress=False)
     return {"grpo_steps": res.steps, "first_reward": res.first_reward_mean, "final_reward": res.final_reward_mean,
-            "final_dir": str(run_dir / "final")}
+            "final_dir": str(run_dir / "final"), "fresh_rl_tasks": fresh}
 
 
 def evaluate(cfg: Any, model: Path, held: list[Any], out_dir: Path, backend: str) -> dict[str, Any]:

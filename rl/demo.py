@@ -81,6 +81,10 @@ def load_demo_config(path: str | Path | None = None, overrides: Iterable[str] = 
     if bad or any(n < cfg.multistep_held_out + 1 for n in cfg.multistep.values()):
         raise ConfigError(f"families are {', '.join(MULTISTEP)}, each with more tasks than multistep_held_out "
                           f"({cfg.multistep_held_out}); got {cfg.multistep}", field="multistep")
+    bad = sorted(set(cfg.rl_multistep) - set(cfg.multistep))
+    if bad or any(n < 1 for n in cfg.rl_multistep.values()):
+        raise ConfigError(f"fresh Dr. GRPO tasks come from the demo's own families ({', '.join(cfg.multistep) or 'none'}"
+                          f"), at least one each; got {cfg.rl_multistep}", field="rl_multistep")
     if cfg.held_out >= cfg.tasks:
         raise ConfigError(f"must be below tasks ({cfg.tasks})", field="held_out")
     train_config(cfg, Path(cfg.out_dir))  # the train section fails here, before anything runs
@@ -93,7 +97,7 @@ def train_config(cfg: DemoConfig, out: Path, model_dir: Path | None = None):
 
     data = merge(DEFAULT_TRAIN, cfg.train)
     data = merge(data, {"model": {"name_or_path": str(model_dir or out / "sft")},
-                         "data": {"tasks": str(out / "tasks" / "train")},
+                         "data": {"tasks": str(out / "tasks" / ("rl" if cfg.rl_multistep else "train"))},
                          "run": {"output_dir": str(out / "grpo"), "seed": cfg.seed}})
     try:
         return validate_config(data)
@@ -211,6 +215,45 @@ def make_tasks(cfg: DemoConfig, out: Path, backend: str,
     return train_tasks, held
 
 
+# rl_tasks' synthesis seeds start here: no seed the demo's priming tasks use comes near (synth.task_families
+# derives each family's round seeds from seed * 1000)
+RL_TASK_SEED = 7919
+
+
+def rl_tasks(cfg: DemoConfig, out: Path, backend: str, train_tasks: list[Any], held: list[Any],
+             progress: Callable[[str, int, int], None] | None = None) -> tuple[Path, int]:
+    """The tasks Dr. GRPO trains on and how many of them are fresh: with ``cfg.rl_multistep``, the priming
+    tasks plus multi-step tasks the policy was never primed on, in ``out/tasks/rl`` (``train_config`` points
+    there). Why: a policy primed on its training tasks recalls them, and RL on them teaches recall (bench/
+    results/reader_gpu.md, sections 14 and 16). A fresh task naming an entity of a held-out multi-step task,
+    or with the gold calls of a task already made, is dropped: the held-out set stays unseen by entity."""
+    if not cfg.rl_multistep:
+        return out / "tasks" / "train", 0
+    from synth.task_families import entities, family_of, is_multistep, signature, synthesize_family_tasks
+    from synth.tasks import export_tasks
+
+    # kept by what makes them (a study made them once, elsewhere, and carried them): the same key, the same tasks
+    key = {"rl_multistep": cfg.rl_multistep, "seed": cfg.seed, "domains": cfg.domains, "distractors": cfg.distractors,
+           "quote_values": cfg.quote_values, "quote_fields": cfg.quote_fields, "domain_seeds": cfg.domain_seeds,
+           "primed": sorted(t.id for t in train_tasks), "held_out": sorted(t.id for t in held)}
+    record = out / "tasks" / "rl.json"
+    if record.is_file() and (out / "tasks" / "rl").is_dir():
+        kept = json.loads(record.read_text())
+        if kept["key"] == key:
+            return out / "tasks" / "rl", kept["fresh"]
+    made = synthesize_family_tasks(cfg.rl_multistep, seed=cfg.seed + RL_TASK_SEED, domains=cfg.domains,
+                                   backend=backend, sandboxes=4, progress=progress, quote_values=cfg.quote_values,
+                                   quote_fields=cfg.quote_fields, domain_seeds=cfg.domain_seeds)
+    banned = {e for t in held if is_multistep(family_of(t)) for e in entities(t)}
+    known = {signature(t) for t in [*train_tasks, *held]}
+    rng = random.Random(f"rl-tasks:{cfg.seed}")
+    fresh = [pick_tools(t, cfg.distractors, rng) for tasks in made.values() for t in tasks
+             if not entities(t) & banned and signature(t) not in known]
+    export_tasks([*train_tasks, *fresh], out / "tasks" / "rl")
+    record.write_text(json.dumps({"key": key, "fresh": len(fresh)}))
+    return out / "tasks" / "rl", len(fresh)
+
+
 def _describe_base(cfg: DemoConfig) -> str:
     if cfg.base == "random":
         return f"random-init rl.tiny (hidden {cfg.tiny.hidden} x {cfg.tiny.layers} layers)"
@@ -301,6 +344,11 @@ def run_demo(cfg: DemoConfig, *, console: Any = None,
         train_tasks, held = make_tasks(cfg, out, backend, progress=lambda phase, done, total: bars(
             f"tasks: {phase}", done, total))
     console.print(f"{len(train_tasks)} train and {len(held)} held-out tasks")
+    if cfg.rl_multistep:
+        with StageProgress(console, unit="") as bars:
+            _, fresh = rl_tasks(cfg, out, backend, train_tasks, held, progress=lambda phase, done, total: bars(
+                f"Dr. GRPO tasks: {phase}", done, total))
+        console.print(f"{fresh} fresh multi-step tasks for Dr. GRPO alone")
     done("tasks")
 
     stage(f"priming traces ({cfg.condition})")

@@ -82,6 +82,11 @@ class DemoConfig(BaseModel):
         description="tasks to synthesise per multi-step family (synth.task_families.MULTISTEP); {} for "
                     "single-action tasks only")
     multistep_held_out: int = Field(27, ge=1, description="held-out tasks per multi-step family")
+    rl_multistep: dict[str, int] = Field(
+        default_factory=dict,
+        description="fresh multi-step tasks per family for Dr. GRPO alone (rl.demo.rl_tasks): never primed on, "
+                    "from synthesis seeds of their own, none naming an entity of a held-out multi-step task; "
+                    "{}: Dr. GRPO trains on the priming tasks")
     curve_every: int = Field(10, ge=0, description="Dr. GRPO steps between learning-curve points (0: no curve)")
     curve_tasks: int = Field(8, gt=0, description="learning-curve slice: held-out tasks per multi-step family, "
                                                   "and as many single-action ones")

@@ -85,7 +85,8 @@ def entities(task: Task) -> set[str]:
     return {v for a in task.gold_actions for k, v in a.arguments.items() if id_like(k, v)}
 
 
-def _signature(task: Task) -> tuple[Any, ...]:
+def signature(task: Task) -> tuple[Any, ...]:
+    """What makes two tasks the same: domain, world seed and gold calls."""
     import json
 
     return task.domain, task.seed, json.dumps([a.model_dump() for a in task.gold_actions], sort_keys=True)
@@ -127,7 +128,7 @@ def synthesize_family_tasks(counts: dict[str, int], *, seed: int = 0, domains: S
                                             **RECIPES[family])
                     made = await synth.run(max(16, 4 * (want - len(kept))))
                     for t in made.tasks:
-                        sig = _signature(t)
+                        sig = signature(t)
                         if family_of(t) == family and sig not in seen and len(kept) < want:
                             seen.add(sig)
                             kept.append(t.model_copy(update={"id": f"{family}-{t.id}"}))
