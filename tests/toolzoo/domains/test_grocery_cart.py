@@ -27,7 +27,7 @@ def _arrange(h, change=None):
     s["products"]["SKU-100"]["price_cents"] = 1000  # milk, dairy
     s["products"]["SKU-106"]["price_cents"] = 500   # apples, produce
     s["products"]["SKU-112"]["price_cents"] = 1000  # red wine, alcohol
-    for sid, slot in s["slots"].items():
+    for slot in s["slots"].values():
         slot.update(capacity=2, booked=0, fee_cents=300)
     s["slots"]["S-12"]["booked"] = 2
     if change:
