@@ -11,6 +11,7 @@
 #   ARMS="plain keyed" bash bench/reader_gpu.sh answers  # priming with each answer style (or NAME:k=v,k=v: demo
 #                                      #   overrides), 3 seeds each, side by side; why each fails; teacher-forced
 #                                      #   choices; each arm's primed seeds come back as one tarball
+#   (answers and answers_rl: BASE=NAME picks /tmp/bases/NAME, default 0.66M; SEEDS=0,1,2 the seeds)
 #   ARMS="keyed" bash bench/reader_gpu.sh answers_rl  # (or NAME:k=v,k=v; several arms side by side) Dr. GRPO,
 #                                      #   3 seeds, from each arm's primed seeds (warm /tmp/rq, or the tarballs carried in .carry/rq)
 #        PHASE=prepare ... then PHASE=train ...  # two back-to-back calls (a warm machine keeps /tmp/rlb/<hash of NAME and SETS>):
@@ -66,7 +67,7 @@ case "$1" in
     names=()
     for arm in $ARMS; do
       arm_sets "$arm"; name=$NAME; names+=("$name")
-      python3 bench/rl_budget.py --seeds 0,1,2 "${GPU[@]}" "${SET[@]}" --set base=/tmp/bases/0.66M --threads 2 \
+      python3 bench/rl_budget.py --seeds "${SEEDS:-0,1,2}" "${GPU[@]}" "${SET[@]}" --set "base=/tmp/bases/${BASE:-0.66M}" --threads 2 \
         --job-timeout "${RL_TIMEOUT:-480}" --workers 3 --variant demo: --out "/tmp/rq/$name" --prepare-only \
         --save "$OUT/rl_budget_multistep_reader_${name}_answers_primed_gpu.json" > "/tmp/rq_$name.log" 2>&1 &
     done
@@ -98,7 +99,7 @@ case "$1" in
     read -ra arms <<< "${ARMS:-${ARM:-keyed}}"; names=()
     for arm in "${arms[@]}"; do
       arm_sets "$arm"; name=$NAME; names+=("$name")
-      python3 bench/rl_budget.py --seeds 0,1,2 "${GPU[@]}" "${SET[@]}" --set base=/tmp/bases/0.66M \
+      python3 bench/rl_budget.py --seeds "${SEEDS:-0,1,2}" "${GPU[@]}" "${SET[@]}" --set "base=/tmp/bases/${BASE:-0.66M}" \
         --threads "${THREADS:-2}" --job-timeout "${RL_TIMEOUT:-500}" --workers "${WORKERS:-$((6 / ${#arms[@]}))}" \
         $(for v in ${VARIANTS:-demo:}; do echo --variant "$v"; done) --out "/tmp/rq/$name" \
         --save "$OUT/rl_budget_multistep_reader_${name}_answers_gpu.json" > "/tmp/rl_$name.log" 2>&1 &
