@@ -224,9 +224,10 @@ def rl_tasks(cfg: DemoConfig, out: Path, backend: str, train_tasks: list[Any], h
              progress: Callable[[str, int, int], None] | None = None) -> tuple[Path, int]:
     """The tasks Dr. GRPO trains on and how many of them are fresh: with ``cfg.rl_multistep``, the priming
     tasks plus multi-step tasks the policy was never primed on, in ``out/tasks/rl`` (``train_config`` points
-    there). Why: a policy primed on its training tasks recalls them, and RL on them teaches recall (bench/
-    results/reader_gpu.md, sections 14 and 16). A fresh task naming an entity of a held-out multi-step task,
-    or with the gold calls of a task already made, is dropped: the held-out set stays unseen by entity."""
+    there). Why: a policy primed on its training tasks recalls them, and RL on them may teach recall; measured in
+    bench/results/reader_gpu.md, section 16, where 500-1,100 fresh tasks a seed did not help. A fresh task
+    naming an entity of a held-out multi-step task, or with the gold calls of a task already made, is dropped:
+    the held-out set stays unseen by entity."""
     if not cfg.rl_multistep:
         return out / "tasks" / "train", 0
     from synth.task_families import entities, family_of, is_multistep, signature, synthesize_family_tasks
