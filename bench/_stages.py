@@ -131,12 +131,32 @@ def run_grpo(cfg: Any, tasks_dir: Path, model_dir: Path, run_dir: Path) -> dict[
     from rl.demo import rl_tasks, sandbox_backend
     from rl.trainer import train
 
+    done = finished_run(run_dir)
+    if done is not None:  # a job cut during its evaluation: the next call evaluates, it does not train again
+        return done
     tasks, fresh = tasks_dir / "train", 0
     if cfg.rl_multistep:
         tasks, fresh = rl_tasks(cfg, run_dir.parent, sandbox_backend(cfg), *load_split(tasks_dir))
     res = train(grpo_config(cfg, tasks_dir, model_dir, run_dir, tasks), run_dir=run_dir, progress=False)
     return {"grpo_steps": res.steps, "first_reward": res.first_reward_mean, "final_reward": res.final_reward_mean,
             "final_dir": str(run_dir / "final"), "fresh_rl_tasks": fresh}
+
+
+def finished_run(run_dir: Path) -> dict[str, Any] | None:
+    """What ``run_grpo`` returns, read back from a run whose ``run.json`` says it finished and whose
+    ``final`` model is there; None otherwise."""
+    from rl.metrics import read_metrics_jsonl
+
+    try:
+        run = json.loads((run_dir / "run.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if run.get("status") != "finished" or not (run_dir / "final" / "config.json").is_file():
+        return None
+    rewards = [h["reward"] for h in read_metrics_jsonl(run_dir / "metrics.jsonl") if "reward" in h]
+    return {"grpo_steps": run.get("final_step"), "first_reward": rewards[0] if rewards else None,
+            "final_reward": rewards[-1] if rewards else None, "final_dir": str(run_dir / "final"),
+            "fresh_rl_tasks": None, "resumed": True}
 
 
 def evaluate(cfg: Any, model: Path, held: list[Any], out_dir: Path, backend: str) -> dict[str, Any]:
