@@ -97,7 +97,7 @@ def train_config(cfg: DemoConfig, out: Path, model_dir: Path | None = None):
 
     data = merge(DEFAULT_TRAIN, cfg.train)
     data = merge(data, {"model": {"name_or_path": str(model_dir or out / "sft")},
-                         "data": {"tasks": str(out / "tasks" / ("rl" if cfg.rl_multistep else "train"))},
+                         "data": {"tasks": str(rl_tasks_dir(cfg, out))},
                          "run": {"output_dir": str(out / "grpo"), "seed": cfg.seed}})
     try:
         return validate_config(data)
@@ -220,6 +220,12 @@ def make_tasks(cfg: DemoConfig, out: Path, backend: str,
 RL_TASK_SEED = 7919
 
 
+def rl_tasks_dir(cfg: DemoConfig, out: Path) -> Path:
+    """Where the tasks Dr. GRPO trains on live: ``out/tasks/rl`` with ``cfg.rl_multistep`` (made by
+    ``rl_tasks``), else the priming tasks in ``out/tasks/train``."""
+    return out / "tasks" / ("rl" if cfg.rl_multistep else "train")
+
+
 def rl_tasks(cfg: DemoConfig, out: Path, backend: str, train_tasks: list[Any], held: list[Any],
              progress: Callable[[str, int, int], None] | None = None) -> tuple[Path, int]:
     """The tasks Dr. GRPO trains on and how many of them are fresh: with ``cfg.rl_multistep``, the priming
@@ -228,8 +234,9 @@ def rl_tasks(cfg: DemoConfig, out: Path, backend: str, train_tasks: list[Any], h
     bench/results/reader_gpu.md, section 16, where 500-1,100 fresh tasks a seed did not help. A fresh task
     naming an entity of a held-out multi-step task, or with the gold calls of a task already made, is dropped:
     the held-out set stays unseen by entity."""
+    where = rl_tasks_dir(cfg, out)
     if not cfg.rl_multistep:
-        return out / "tasks" / "train", 0
+        return where, 0
     from synth.task_families import entities, family_of, is_multistep, signature, synthesize_family_tasks
     from synth.tasks import export_tasks
 
@@ -238,10 +245,10 @@ def rl_tasks(cfg: DemoConfig, out: Path, backend: str, train_tasks: list[Any], h
            "quote_values": cfg.quote_values, "quote_fields": cfg.quote_fields, "domain_seeds": cfg.domain_seeds,
            "primed": sorted(t.id for t in train_tasks), "held_out": sorted(t.id for t in held)}
     record = out / "tasks" / "rl.json"
-    if record.is_file() and (out / "tasks" / "rl").is_dir():
+    if record.is_file() and where.is_dir():
         kept = json.loads(record.read_text())
         if kept["key"] == key:
-            return out / "tasks" / "rl", kept["fresh"]
+            return where, kept["fresh"]
     made = synthesize_family_tasks(cfg.rl_multistep, seed=cfg.seed + RL_TASK_SEED, domains=cfg.domains,
                                    backend=backend, sandboxes=4, progress=progress, quote_values=cfg.quote_values,
                                    quote_fields=cfg.quote_fields, domain_seeds=cfg.domain_seeds)
@@ -250,9 +257,9 @@ def rl_tasks(cfg: DemoConfig, out: Path, backend: str, train_tasks: list[Any], h
     rng = random.Random(f"rl-tasks:{cfg.seed}")
     fresh = [pick_tools(t, cfg.distractors, rng) for tasks in made.values() for t in tasks
              if not entities(t) & banned and signature(t) not in known]
-    export_tasks([*train_tasks, *fresh], out / "tasks" / "rl")
+    export_tasks([*train_tasks, *fresh], where)
     record.write_text(json.dumps({"key": key, "fresh": len(fresh)}))
-    return out / "tasks" / "rl", len(fresh)
+    return where, len(fresh)
 
 
 def _describe_base(cfg: DemoConfig) -> str:

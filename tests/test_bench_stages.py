@@ -1,0 +1,58 @@
+"""bench/_stages.run_grpo reads a finished run back instead of training it again: a study job whose
+device call ran out during the evaluation is evaluated, not retrained, on the next call
+(bench/results/reader_gpu.md, section 17)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench import _stages
+
+
+def finished(run_dir: Path, status: str = "finished", final: bool = True) -> Path:
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({"final_step": 32, "status": status}))
+    rows = [{"step": 1, "reward": 0.25, "frac_reward_zero_std": 0.5}, {"step": 2, "loss": 0.1},
+            {"step": 32, "reward": 0.75, "frac_reward_zero_std": 0.25}]
+    (run_dir / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\nnot json\n")
+    if final:
+        (run_dir / "final").mkdir()
+        (run_dir / "final" / "config.json").write_text("{}")
+    return run_dir
+
+
+def test_a_finished_run_is_read_back_with_its_rewards(tmp_path):
+    run = finished(tmp_path / "grpo")
+    assert _stages.finished_run(run) == {"grpo_steps": 32, "first_reward": 0.25, "final_reward": 0.75,
+                                         "final_dir": str(run / "final"), "fresh_rl_tasks": None, "resumed": True}
+
+
+@pytest.mark.parametrize("case", ["running", "no_final", "no_run_json", "broken_run_json"])
+def test_an_unfinished_or_unreadable_run_is_not(tmp_path, case):
+    run = finished(tmp_path / "grpo", status="running" if case == "running" else "finished",
+                   final=case != "no_final")
+    if case == "no_run_json":
+        (run / "run.json").unlink()
+    if case == "broken_run_json":
+        (run / "run.json").write_text("{not json")
+    assert _stages.finished_run(run) is None
+
+
+def test_run_grpo_does_not_train_a_finished_run(tmp_path, monkeypatch):
+    import rl.trainer
+
+    def no_training(*a, **k):
+        raise AssertionError("a finished run was trained again")
+
+    monkeypatch.setattr(rl.trainer, "train", no_training)
+    run = finished(tmp_path / "v" / "grpo")
+    cfg = _stages.demo_config([f"out_dir={tmp_path / 'v'}"])
+    res = _stages.run_grpo(cfg, tmp_path / "tasks", tmp_path / "sft", run)
+    assert res["resumed"] is True and res["grpo_steps"] == 32 and res["final_dir"] == str(run / "final")
+    # and one that did not finish goes to the trainer
+    (run / "run.json").write_text(json.dumps({"final_step": 7, "status": "running"}))
+    with pytest.raises(AssertionError, match="trained again"):
+        _stages.run_grpo(cfg, tmp_path / "tasks", tmp_path / "sft", run)
