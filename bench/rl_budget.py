@@ -113,6 +113,7 @@ def worker_variant(spec: dict[str, Any]) -> dict[str, Any]:
     res.update(grpo_success=ev["success"], grpo_greedy_success=ev["greedy_success"], by_tool=ev["by_tool"],
                grpo_multistep_success=ev["multistep_success"],
                grpo_multistep_greedy_success=ev["multistep_greedy_success"],
+               grpo_pass_at_k=ev["pass_at_k"], grpo_multistep_pass_at_k=ev["multistep_pass_at_k"],
                minutes={"grpo": round((t1 - t0) / 60, 2), "eval": round((time.perf_counter() - t1) / 60, 2)})
     return res
 
@@ -145,7 +146,8 @@ def summarize(variants: dict[str, list[str]], prepared: dict[int, dict[str, Any]
                                                if _stages.finite(r.get("grpo_multistep_success"))
                                                and _stages.finite(prepared[s].get("sft_multistep_success"))])
         row["per_seed"] = {str(s): {k: r.get(k) for k in ("grpo_success", "grpo_greedy_success", "grpo_multistep_success",
-                                                          "grpo_multistep_greedy_success", "episodes",
+                                                          "grpo_multistep_greedy_success", "grpo_pass_at_k",
+                                                          "grpo_multistep_pass_at_k", "episodes",
                                                           "grpo_steps", "first_reward", "final_reward", "curves",
                                                           "by_tool", "rollout_totals", "minutes")}
                            for s, r in ok.items()}

@@ -111,6 +111,8 @@ def test_rl_budget_quick_prints_one_json_line_last(tmp_path):
         assert set(seed["curves"]) == {"episode/solved", "entropy", "completions/mean_length", "frac_reward_zero_std"}
         assert seed["curves"]["entropy"]["first"] is not None
         assert set(seed["by_tool"]) == set(fams)
+        # pass@k of the trained policy: at least its sampled success (a task solved in a sample is solved at k)
+        assert seed["grpo_success"] <= seed["grpo_pass_at_k"] <= 1.0
     # both variants trained the seed's one primed checkpoint, and were evaluated on its held-out tasks
     work = tmp_path / "work" / "seed-0"
     assert (work / "sft" / "config.json").is_file() and (work / "eval" / "sft" / "summary.json").is_file()
