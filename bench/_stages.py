@@ -146,11 +146,9 @@ def finished_run(run_dir: Path) -> dict[str, Any] | None:
     """What ``run_grpo`` returns, read back from a run whose ``run.json`` says it finished and whose
     ``final`` model is there; None otherwise."""
     from rl.metrics import read_metrics_jsonl
+    from rl.run import read_run_record
 
-    try:
-        run = json.loads((run_dir / "run.json").read_text())
-    except (OSError, ValueError):
-        return None
+    run = read_run_record(run_dir)
     if run.get("status") != "finished" or not (run_dir / "final" / "config.json").is_file():
         return None
     rewards = [h["reward"] for h in read_metrics_jsonl(run_dir / "metrics.jsonl") if "reward" in h]

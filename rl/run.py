@@ -73,6 +73,7 @@ __all__ = [
     "plot_reward_curve",
     "prepare_run_dir",
     "read_metrics_jsonl",
+    "read_run_record",
     "record_rank_failure",
     "report_to",
     "reward_points",
@@ -206,10 +207,15 @@ def _write_json(path: Path, data: Mapping[str, Any]) -> None:
     tmp.replace(path)
 
 
+def read_run_record(run_dir: str | Path) -> dict[str, Any]:
+    """``run_dir/run.json`` ({} when missing, unreadable or not an object)."""
+    return _read_json(Path(run_dir) / RUN_FILE)
+
+
 def update_run_record(run_dir: str | Path, **fields: Any) -> dict[str, Any]:
     """Merge ``fields`` into ``run_dir/run.json`` (written atomically); returns the record."""
     path = Path(run_dir) / RUN_FILE
-    record = _read_json(path)
+    record = read_run_record(run_dir)
     record.update(fields)
     _write_json(path, record)
     return record

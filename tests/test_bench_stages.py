@@ -30,7 +30,7 @@ def test_a_finished_run_is_read_back_with_its_rewards(tmp_path):
                                          "final_dir": str(run / "final"), "fresh_rl_tasks": None, "resumed": True}
 
 
-@pytest.mark.parametrize("case", ["running", "no_final", "no_run_json", "broken_run_json"])
+@pytest.mark.parametrize("case", ["running", "no_final", "no_run_json", "broken_run_json", "run_json_a_list"])
 def test_an_unfinished_or_unreadable_run_is_not(tmp_path, case):
     run = finished(tmp_path / "grpo", status="running" if case == "running" else "finished",
                    final=case != "no_final")
@@ -38,6 +38,8 @@ def test_an_unfinished_or_unreadable_run_is_not(tmp_path, case):
         (run / "run.json").unlink()
     if case == "broken_run_json":
         (run / "run.json").write_text("{not json")
+    if case == "run_json_a_list":
+        (run / "run.json").write_text('["finished"]')
     assert _stages.finished_run(run) is None
 
 
