@@ -11,7 +11,9 @@
 #   ARMS="plain keyed" bash bench/reader_gpu.sh answers  # priming with each answer style (or NAME:k=v,k=v: demo
 #                                      #   overrides), 3 seeds each, side by side; why each fails; teacher-forced
 #                                      #   choices; each arm's primed seeds come back as one tarball
-#   (answers and answers_rl: BASE=NAME picks /tmp/bases/NAME, default 0.66M; SEEDS=0,1,2 the seeds)
+#   (answers and answers_rl: BASE=NAME picks /tmp/bases/NAME, default 0.66M, and an arm's own base=... wins;
+#    SEEDS=0,1,2 the seeds)
+#   bash bench/reader_gpu.sh drills    # the 0.66M reader base pretrained with prose and with keyed copy drills
 #   ARMS="keyed" bash bench/reader_gpu.sh answers_rl  # (or NAME:k=v,k=v; several arms side by side) Dr. GRPO,
 #                                      #   3 seeds, from each arm's primed seeds (warm /tmp/rq, or the tarballs carried in .carry/rq)
 #        PHASE=prepare ... then PHASE=train ...  # two back-to-back calls (a warm machine keeps /tmp/rlb/<hash of NAME and SETS>):
@@ -46,6 +48,28 @@ case "$1" in
     for d in /tmp/bases/*/; do n=$(basename "$d"); s=$(du -sm "$d" | cut -f1)
       if [ "$s" -lt 15 ]; then tar czf "$OUT/base_$n.tgz" -C /tmp/bases "$n"; fi; done
     ;;
+  drills)
+    # section 18: the 0.66M reader base pretrained again as in section 2 (prose copy drills) beside one whose
+    # copy drills are keyed (rl.copy_drills style=keyed: asked and answered as the demo's keyed priming writes
+    # pairs), both at once on the one GPU; the corpus parts built on the 2-core machine are carried in
+    # .carry/corpus/parts (the transcripts are shared, each style has its own drills), so each corpus is assembled,
+    # not synthesised
+    for style in prose keyed; do
+      python3 bench/reader_corpus.py --set multistep_per_family=100 --set copy_drills_per_length=100 \
+        --set drill_style=$style --cache "$TOOLDOJO_CACHE/corpus" --workers 15 --seeds "" \
+        --save "$OUT/reader_corpus_${style}_gpu.json" 2>&1 | tail -1 | cut -c1-300
+    done
+    for style in prose keyed; do name=0.66M; [ $style = keyed ] && name=0.66M_kd
+      python3 bench/reader_sweep.py --device cuda --shapes "$name:128x2x4" "${CORPUS[@]}" \
+        --pretrain-set corpus.drill_style=$style --pretrain-set corpus.workers=15 --pretrain-set seq_len=2048 \
+        --pretrain-set batch_size=16 --max-minutes "${MINUTES:-4}" --job-timeout 420 --keep-bases /tmp/bases \
+        --out "/tmp/rs_$style" --save "$OUT/reader_sweep_drills_${style}_gpu.json" > "/tmp/sweep_$style.log" 2>&1 &
+    done
+    wait
+    tail -n 2 /tmp/sweep_*.log | cut -c1-600
+    for name in 0.66M 0.66M_kd; do [ -d "/tmp/bases/$name" ] && tar czf "$OUT/base_$name.tgz" -C /tmp/bases "$name"; done
+    ls -la "$OUT"
+    ;;
   prime)
     python3 bench/reader_sweep.py --bases /tmp/bases --prime "${GPU[@]}" --threads 3 --out /tmp/rp \
       --prime-timeout "${PRIME_TIMEOUT:-540}" --save "$OUT/reader_prime_gpu.json" 2>&1 | tee "$OUT/prime.log"
@@ -67,7 +91,7 @@ case "$1" in
     names=()
     for arm in $ARMS; do
       arm_sets "$arm"; name=$NAME; names+=("$name")
-      python3 bench/rl_budget.py --seeds "${SEEDS:-0,1,2}" "${GPU[@]}" "${SET[@]}" --set "base=/tmp/bases/${BASE:-0.66M}" --threads 2 \
+      python3 bench/rl_budget.py --seeds "${SEEDS:-0,1,2}" "${GPU[@]}" --set "base=/tmp/bases/${BASE:-0.66M}" "${SET[@]}" --threads 2 \
         --job-timeout "${RL_TIMEOUT:-480}" --workers 3 --variant demo: --out "/tmp/rq/$name" --prepare-only \
         --save "$OUT/rl_budget_multistep_reader_${name}_answers_primed_gpu.json" > "/tmp/rq_$name.log" 2>&1 &
     done
@@ -99,7 +123,7 @@ case "$1" in
     read -ra arms <<< "${ARMS:-${ARM:-keyed}}"; names=()
     for arm in "${arms[@]}"; do
       arm_sets "$arm"; name=$NAME; names+=("$name")
-      python3 bench/rl_budget.py --seeds "${SEEDS:-0,1,2}" "${GPU[@]}" "${SET[@]}" --set "base=/tmp/bases/${BASE:-0.66M}" \
+      python3 bench/rl_budget.py --seeds "${SEEDS:-0,1,2}" "${GPU[@]}" --set "base=/tmp/bases/${BASE:-0.66M}" "${SET[@]}" \
         --threads "${THREADS:-2}" --job-timeout "${RL_TIMEOUT:-500}" --workers "${WORKERS:-$((6 / ${#arms[@]}))}" \
         $(for v in ${VARIANTS:-demo:}; do echo --variant "$v"; done) --out "/tmp/rq/$name" \
         --save "$OUT/rl_budget_multistep_reader_${name}_answers_gpu.json" > "/tmp/rl_$name.log" 2>&1 &
@@ -123,5 +147,5 @@ case "$1" in
       python3 bench/multistep_failures.py /tmp/rf/$n/prime/eval/sft /tmp/rf/$n/prime/tasks/held_out \
         --save "$OUT/multistep_failures_$n.json" | cut -c1-1500; done
     ;;
-  *) echo "usage: $0 sweep|prime|rl NAME|answers|answers_rl|failures" >&2; exit 2 ;;
+  *) echo "usage: $0 sweep|drills|prime|rl NAME|answers|answers_rl|failures" >&2; exit 2 ;;
 esac

@@ -18,6 +18,12 @@ rl.corpus.domain_data runs it), and a question about one record of that output:
 - ``read``: the user names a record by its id and asks for one of its fields; the assistant answers
   with the value.
 
+``style`` says how the question and the answer name fields and values. ``prose``: `What is the status
+of robot R-3?` / `The status of robot R-3 is idle.` ``keyed``: as the demo's keyed priming writes them
+(issue 28, answers=keyed with quote_fields and quote_values): the key and value quoted as the output writes
+the pair, `What is the "status" of robot "R-3"?` / `All done. "status": "idle"`, so the answer repeats the
+output's own tokens after the key (a copy an induction head can make) instead of mapping prose to a key.
+
 Outputs are drawn at ``lengths`` (tool-output tokens, estimated from characters with
 ``CHARS_PER_TOKEN``, measured on the base's tokenizer for JSON), so the copy skill is seen at 200,
 500 and 1,000+ tokens. Rendered with the policy's chat template, like every corpus transcript.
@@ -35,10 +41,11 @@ from typing import Any
 from rl.chat_render import render_transcript
 from synth.task_values import humanize, id_like
 
-__all__ = ["CHARS_PER_TOKEN", "copy_drills", "DRILL_LENGTHS"]
+__all__ = ["CHARS_PER_TOKEN", "copy_drills", "DRILL_LENGTHS", "DRILL_STYLES"]
 
 CHARS_PER_TOKEN = 1.75  # JSON tool outputs on the base's 2,048-token BPE (rl/base): 1.6-1.9, measured
 DRILL_LENGTHS: tuple[int, ...] = (200, 500, 1000)
+DRILL_STYLES = ("prose", "keyed")
 _FACTORS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32)
 _TAIL_NUMBER = re.compile(r"^(.*?)(\d+)$")
 _MARKS = ("North", "South", "Blue", "Red", "Alpha", "Beta", "Prime", "Lite", "Max", "Mini", "East", "West",
@@ -141,8 +148,13 @@ def _reads(domain: Any, state: dict[str, Any]) -> list[tuple[Any, dict[str, Any]
     return out
 
 
+def _pair(field: str, value: Any) -> str:
+    """`"field": value` as json.dumps writes it inside a tool output."""
+    return json.dumps({field: value}, ensure_ascii=False, default=str)[1:-1]
+
+
 def _one(domain: Any, ns: dict[str, Any], state: dict[str, Any], target: int, rng: random.Random,
-         tools: list[dict[str, Any]], system: str) -> str | None:
+         tools: list[dict[str, Any]], system: str, style: str = "prose") -> str | None:
     reads = _reads(domain, state)
     rng.shuffle(reads)
     for tool, args in reads:
@@ -174,23 +186,29 @@ def _one(domain: Any, ns: dict[str, Any], state: dict[str, Any], target: int, rn
         call = {"role": "assistant", "content": "",
                 "tool_calls": [{"id": "c1", "type": "function", "function": {"name": tool.name, "arguments": args}}]}
         answer = {"role": "tool", "name": tool.name, "tool_call_id": "c1", "content": out_text}
+        keyed = style == "keyed"
         if unique and rng.random() < 0.5:
             kf, kv = rng.choice(unique)
-            user = f"Which {noun} has {humanize(kf)} {kv}? I need its id."
+            user = (f"Which {noun} has {_pair(kf, kv)}? I need its {json.dumps(id_field)}." if keyed
+                    else f"Which {noun} has {humanize(kf)} {kv}? I need its id.")
             writes = [t for t in domain.tools if t.effect == "write"
                       and (t.parameters.get("required") or []) == [id_field]]
             if writes and rng.random() < 0.5:
                 w = rng.choice(writes)
-                user = f"Please {humanize(w.name)} for the {noun} whose {humanize(kf)} is {kv}."
+                user = (f"Please {humanize(w.name)} for the {noun} with {_pair(kf, kv)}." if keyed
+                        else f"Please {humanize(w.name)} for the {noun} whose {humanize(kf)} is {kv}.")
                 final = {"role": "assistant", "content": "",
                          "tool_calls": [{"id": "c2", "type": "function",
                                          "function": {"name": w.name, "arguments": {id_field: rid}}}]}
             else:
-                final = {"role": "assistant", "content": f"The {noun} with {humanize(kf)} {kv} is {rid}."}
+                final = {"role": "assistant", "content": f"All done. {_pair(id_field, rid)}" if keyed
+                         else f"The {noun} with {humanize(kf)} {kv} is {rid}."}
         elif fields:
             f, v = rng.choice(fields)
-            user = f"What is the {humanize(f)} of {noun} {rid}?"
-            final = {"role": "assistant", "content": f"The {humanize(f)} of {noun} {rid} is {v}."}
+            user = (f"What is the {json.dumps(f)} of {noun} {json.dumps(rid)}?" if keyed
+                    else f"What is the {humanize(f)} of {noun} {rid}?")
+            final = {"role": "assistant", "content": f"All done. {_pair(f, v)}" if keyed
+                     else f"The {humanize(f)} of {noun} {rid} is {v}."}
         else:
             continue
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}, call, answer, final]
@@ -199,9 +217,12 @@ def _one(domain: Any, ns: dict[str, Any], state: dict[str, Any], target: int, rn
 
 
 def copy_drills(domain: Any, per_length: int, seed: int, lengths: tuple[int, ...] = DRILL_LENGTHS,
-                seeds: int = 4) -> list[str]:
+                seeds: int = 4, style: str = "prose") -> list[str]:
     """``per_length`` drills at each tool-output length (tokens) for ``domain`` (module docstring)."""
     from synth.episode import brief_system_prompt
+
+    if style not in DRILL_STYLES:
+        raise ValueError(f"drill style {style!r}: use one of {', '.join(DRILL_STYLES)}")
 
     rng = random.Random(f"tooldojo-drills:{domain.name}:{seed}")
     spaces = [_namespace(domain, s) for s in range(seeds)]
@@ -213,7 +234,7 @@ def copy_drills(domain: Any, per_length: int, seed: int, lengths: tuple[int, ...
         while made < per_length and tries < 4 * per_length:
             tries += 1
             ns = rng.choice(spaces)
-            text = _one(domain, ns, ns["INITIAL_STATE"], target, rng, tools, system)
+            text = _one(domain, ns, ns["INITIAL_STATE"], target, rng, tools, system, style)
             if text is not None:
                 out.append(text)
                 made += 1

@@ -31,7 +31,7 @@ import random
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -62,6 +62,9 @@ class CorpusSettings(BaseModel):
                                                               "tool output)")
     drill_lengths: list[int] = Field(default_factory=lambda: [200, 500, 1000],
                                      description="tool-output lengths of the copy drills, in tokens")
+    drill_style: Literal["prose", "keyed"] = Field(
+        "prose", description="how a drill's question and answer name the field and value (rl.copy_drills): prose, "
+                             "or keyed as the output writes the pair (the demo's keyed priming, issue 28)")
     seed: int = 1000
     system_prompt: str = "brief"
     backend: str = "auto"
@@ -123,42 +126,55 @@ def domain_data(domain: Any, seeds: range) -> list[str]:
     return out
 
 
-def _part_key(s: CorpusSettings, name: str, seed: int) -> str:
-    """What one domain's part of the corpus depends on: the settings, the domain, the seed, the code that
-    writes it and the zoo (a part is rebuilt when any of them changes, and found again when none did)."""
+_DRILL_FIELDS = {"copy_drills_per_length", "drill_lengths", "drill_style"}
+
+
+def _part_key(s: CorpusSettings, name: str, seed: int, kind: str = "transcripts") -> str:
+    """What one domain's part of the corpus depends on: the settings that shape it, the domain, the seed,
+    the code that writes it and the zoo (a part is rebuilt when any of them changes, and found again when
+    none did). Transcripts and drills are separate parts, so a drill setting rebuilds only the drills
+    (the transcripts are the slow part: synthesis and a sandboxed replay)."""
     from toolzoo.domains import load_domain
 
-    h = hashlib.sha256(json.dumps({"s": s.model_dump(exclude={"workers", "backend"}), "d": name, "seed": seed},
-                                  sort_keys=True).encode())
-    for f in ("corpus.py", "copy_drills.py"):
-        h.update((Path(__file__).parent / f).read_bytes())
+    shaped = (s.model_dump(include=_DRILL_FIELDS) if kind == "drills"
+              else s.model_dump(exclude={"workers", "backend", *_DRILL_FIELDS}))
+    h = hashlib.sha256(json.dumps({"s": shaped, "d": name, "seed": seed, "kind": kind}, sort_keys=True).encode())
+    h.update((Path(__file__).parent / ("copy_drills.py" if kind == "drills" else "corpus.py")).read_bytes())
     h.update(load_domain(name).model_dump_json().encode())
     return h.hexdigest()
 
 
-def _part(job: tuple[CorpusSettings, str, int, str | None]) -> list[str]:
-    """One domain's transcripts and drills, from the part cache (``cache``/parts, gzipped JSON) or built."""
+def _cached(cache: str | None, key: str, build: Callable[[], list[str]]) -> list[str]:
     import gzip
     import os
 
-    s, name, seed, cache = job
-    path = Path(cache) / "parts" / f"{_part_key(s, name, seed)}.json.gz" if cache else None
+    path = Path(cache) / "parts" / f"{key}.json.gz" if cache else None
     if path is not None and path.is_file():
         try:
             return json.loads(gzip.decompress(path.read_bytes()))
         except (OSError, ValueError):
             pass
-    texts = _transcripts(s, name, seed)
-    if s.copy_drills_per_length:
-        from rl.copy_drills import copy_drills
-        from toolzoo.domains import load_domain
-
-        texts += copy_drills(load_domain(name), s.copy_drills_per_length, seed, tuple(s.drill_lengths))
+    texts = build()
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".tmp{os.getpid()}")
         tmp.write_bytes(gzip.compress(json.dumps(texts).encode(), 6))
         os.replace(tmp, path)
+    return texts
+
+
+def _part(job: tuple[CorpusSettings, str, int, str | None]) -> list[str]:
+    """One domain's transcripts, then its drills, each from the part cache (``cache``/parts, gzipped JSON)
+    or built."""
+    s, name, seed, cache = job
+    texts = _cached(cache, _part_key(s, name, seed), lambda: _transcripts(s, name, seed))
+    if s.copy_drills_per_length:
+        from rl.copy_drills import copy_drills
+        from toolzoo.domains import load_domain
+
+        texts = texts + _cached(cache, _part_key(s, name, seed, "drills"),
+                                lambda: copy_drills(load_domain(name), s.copy_drills_per_length, seed,
+                                                    tuple(s.drill_lengths), style=s.drill_style))
     return texts
 
 

@@ -70,9 +70,42 @@ def test_a_corpus_with_drills_and_families_is_cached_by_part(tmp_path):
                        copy_drills_per_length=1, backend="local")
     first = build_corpus(s, parts_cache=tmp_path)
     parts = list((tmp_path / "parts").glob("*.json.gz"))
-    assert len(parts) == 1 and first.counts["transcripts"] >= 3
+    assert len(parts) == 2 and first.counts["transcripts"] >= 3  # the domain's transcripts, its drills
     assert sum("<tool_response>" in t and "Which" in t or "What is the" in t for t in first.texts) >= 1
     again = build_corpus(s, parts_cache=tmp_path)  # found by its content hash, the same texts
     assert again.digest == first.digest
+    # a drill setting rebuilds the drills alone: the transcripts part is found again, unchanged
+    keyed = build_corpus(s.model_copy(update={"drill_style": "keyed"}), parts_cache=tmp_path)
+    assert keyed.digest != first.digest and len(list((tmp_path / "parts").glob("*.json.gz"))) == 3
+    assert sum('All done. "' in t for t in keyed.texts) >= 1 and not any('All done. "' in t for t in first.texts
+                                                                         if "<tool_response>" in t and "I need" in t)
     other = build_corpus(s.model_copy(update={"copy_drills_per_length": 2}), parts_cache=tmp_path)
-    assert other.digest != first.digest and len(list((tmp_path / "parts").glob("*.json.gz"))) == 2
+    assert other.digest != first.digest and len(list((tmp_path / "parts").glob("*.json.gz"))) == 4
+    assert set(first.texts) - set(keyed.texts) and set(first.texts) & set(keyed.texts)  # transcripts shared
+
+
+@pytest.mark.parametrize("name", ["retail_orders", "warehouse_robots"])
+def test_keyed_drills_ask_and_answer_with_the_outputs_own_pair(name):
+    # keyed (issue 28): the question quotes the key and the record's id or field pair, and the answer says
+    # `"key": value` exactly as the tool output writes it, so after the key the value is a verbatim copy
+    domain = load_domain(name)
+    prose = copy_drills(domain, per_length=4, seed=3, lengths=(200, 500))
+    keyed = copy_drills(domain, per_length=4, seed=3, lengths=(200, 500), style="keyed")
+    assert len(keyed) == len(prose) and keyed != prose
+    said = 0
+    for text in keyed:
+        [out] = RESPONSE.findall(text)
+        user = text[text.index("<|im_start|>user"):].split("<|im_end|>")[0]
+        final = text.rsplit("<|im_start|>assistant", 1)[1]
+        assert '"' in user  # the key (or the pair) quoted as the output writes it
+        if "<tool_call>" in final:  # a look-up that acts: the copied id goes into the write's arguments
+            [arg] = json.loads(CALL.findall(final)[0])["arguments"].values()
+            assert json.dumps(arg) in out
+            continue
+        pair = final.split("All done. ", 1)[1].split("<|im_end|>")[0].strip()
+        key, value = pair.split(": ", 1)
+        assert key in user and value in out, (pair, user)  # asked by its key; the value as the output has it
+        said += pair in out  # the pair verbatim (not where the id is the key of a dict of records)
+    assert said >= 2
+    with pytest.raises(ValueError, match="drill style"):
+        copy_drills(domain, per_length=1, seed=3, style="shouty")
