@@ -36,16 +36,17 @@ import copy
 import json
 import random
 import re
-from typing import Any
+from typing import Any, Literal, get_args
 
 from rl.chat_render import render_transcript
-from synth.task_values import humanize, id_like
+from synth.task_values import humanize, id_like, json_pair
 
-__all__ = ["CHARS_PER_TOKEN", "copy_drills", "DRILL_LENGTHS", "DRILL_STYLES"]
+__all__ = ["CHARS_PER_TOKEN", "copy_drills", "DRILL_LENGTHS", "DRILL_STYLES", "DrillStyle"]
 
 CHARS_PER_TOKEN = 1.75  # JSON tool outputs on the base's 2,048-token BPE (rl/base): 1.6-1.9, measured
 DRILL_LENGTHS: tuple[int, ...] = (200, 500, 1000)
-DRILL_STYLES = ("prose", "keyed")
+DrillStyle = Literal["prose", "keyed"]
+DRILL_STYLES: tuple[str, ...] = get_args(DrillStyle)
 _FACTORS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32)
 _TAIL_NUMBER = re.compile(r"^(.*?)(\d+)$")
 _MARKS = ("North", "South", "Blue", "Red", "Alpha", "Beta", "Prime", "Lite", "Max", "Mini", "East", "West",
@@ -148,13 +149,8 @@ def _reads(domain: Any, state: dict[str, Any]) -> list[tuple[Any, dict[str, Any]
     return out
 
 
-def _pair(field: str, value: Any) -> str:
-    """`"field": value` as json.dumps writes it inside a tool output."""
-    return json.dumps({field: value}, ensure_ascii=False, default=str)[1:-1]
-
-
 def _one(domain: Any, ns: dict[str, Any], state: dict[str, Any], target: int, rng: random.Random,
-         tools: list[dict[str, Any]], system: str, style: str = "prose") -> str | None:
+         tools: list[dict[str, Any]], system: str, style: DrillStyle = "prose") -> str | None:
     reads = _reads(domain, state)
     rng.shuffle(reads)
     for tool, args in reads:
@@ -189,25 +185,25 @@ def _one(domain: Any, ns: dict[str, Any], state: dict[str, Any], target: int, rn
         keyed = style == "keyed"
         if unique and rng.random() < 0.5:
             kf, kv = rng.choice(unique)
-            user = (f"Which {noun} has {_pair(kf, kv)}? I need its {json.dumps(id_field)}." if keyed
+            user = (f"Which {noun} has {json_pair(kf, kv)}? I need its {json.dumps(id_field)}." if keyed
                     else f"Which {noun} has {humanize(kf)} {kv}? I need its id.")
             writes = [t for t in domain.tools if t.effect == "write"
                       and (t.parameters.get("required") or []) == [id_field]]
             if writes and rng.random() < 0.5:
                 w = rng.choice(writes)
-                user = (f"Please {humanize(w.name)} for the {noun} with {_pair(kf, kv)}." if keyed
+                user = (f"Please {humanize(w.name)} for the {noun} with {json_pair(kf, kv)}." if keyed
                         else f"Please {humanize(w.name)} for the {noun} whose {humanize(kf)} is {kv}.")
                 final = {"role": "assistant", "content": "",
                          "tool_calls": [{"id": "c2", "type": "function",
                                          "function": {"name": w.name, "arguments": {id_field: rid}}}]}
             else:
-                final = {"role": "assistant", "content": f"All done. {_pair(id_field, rid)}" if keyed
+                final = {"role": "assistant", "content": f"All done. {json_pair(id_field, rid)}" if keyed
                          else f"The {noun} with {humanize(kf)} {kv} is {rid}."}
         elif fields:
             f, v = rng.choice(fields)
             user = (f"What is the {json.dumps(f)} of {noun} {json.dumps(rid)}?" if keyed
                     else f"What is the {humanize(f)} of {noun} {rid}?")
-            final = {"role": "assistant", "content": f"All done. {_pair(f, v)}" if keyed
+            final = {"role": "assistant", "content": f"All done. {json_pair(f, v)}" if keyed
                      else f"The {humanize(f)} of {noun} {rid} is {v}."}
         else:
             continue
@@ -217,7 +213,7 @@ def _one(domain: Any, ns: dict[str, Any], state: dict[str, Any], target: int, rn
 
 
 def copy_drills(domain: Any, per_length: int, seed: int, lengths: tuple[int, ...] = DRILL_LENGTHS,
-                seeds: int = 4, style: str = "prose") -> list[str]:
+                seeds: int = 4, style: DrillStyle = "prose") -> list[str]:
     """``per_length`` drills at each tool-output length (tokens) for ``domain`` (module docstring)."""
     from synth.episode import brief_system_prompt
 

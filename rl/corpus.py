@@ -31,11 +31,12 @@ import random
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from rl.chat_render import render_transcript
+from rl.copy_drills import DrillStyle
 
 __all__ = ["CorpusSettings", "Corpus", "build_corpus", "cached_corpus", "copy_spans", "domain_docs", "domain_data"]
 
@@ -62,7 +63,7 @@ class CorpusSettings(BaseModel):
                                                               "tool output)")
     drill_lengths: list[int] = Field(default_factory=lambda: [200, 500, 1000],
                                      description="tool-output lengths of the copy drills, in tokens")
-    drill_style: Literal["prose", "keyed"] = Field(
+    drill_style: DrillStyle = Field(
         "prose", description="how a drill's question and answer name the field and value (rl.copy_drills): prose, "
                              "or keyed as the output writes the pair (the demo's keyed priming, issue 28)")
     seed: int = 1000
@@ -145,6 +146,7 @@ def _part_key(s: CorpusSettings, name: str, seed: int, kind: str = "transcripts"
 
 
 def _cached(cache: str | None, key: str, build: Callable[[], list[str]]) -> list[str]:
+    """``build()``'s texts, kept in ``cache``/parts under ``key`` (gzipped JSON) and read back from there."""
     import gzip
     import os
 

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from synth.episode import SYSTEM_PROMPTS, LLMAgent, Trajectory
 from synth.tasks import Action, Task, names_match
+from synth.task_values import json_pair
 from synth.usersim import contains_all, key_phrase, user_only_info
 from toolzoo.spec import Domain, ToolSpec
 
@@ -156,7 +157,7 @@ def keyed_value(value: str, messages: Sequence[dict[str, Any]]) -> str:
             continue
         for k, v in _pairs(out):
             if not isinstance(v, (dict, list)) and str(v) == value:
-                return json.dumps({k: v}, ensure_ascii=False)[1:-1]
+                return json_pair(k, v)
     return json.dumps(value, ensure_ascii=False)
 
 

@@ -1,6 +1,6 @@
 """How task synthesis names, matches and writes values: does an output field feed a parameter
-(`names_match`), does a value look like an id (`id_like`), and a field or value in words
-(`humanize`, `fmt`)."""
+(`names_match`), does a value look like an id (`id_like`), a field or value in words
+(`humanize`, `fmt`), and a field with its value as a JSON tool output writes the pair (`json_pair`)."""
 
 from __future__ import annotations
 
@@ -63,3 +63,8 @@ def _scalar(v: Any) -> bool:
 
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, sort_keys=True)
+
+
+def json_pair(key: str, value: Any) -> str:
+    """`"key": value` exactly as json.dumps writes the pair inside a tool output (the same tokens)."""
+    return json.dumps({key: value}, ensure_ascii=False)[1:-1]
