@@ -137,9 +137,30 @@ def run_grpo(cfg: Any, tasks_dir: Path, model_dir: Path, run_dir: Path) -> dict[
     tasks, fresh = tasks_dir / "train", 0
     if cfg.rl_multistep:
         tasks, fresh = rl_tasks(cfg, run_dir.parent, sandbox_backend(cfg), *load_split(tasks_dir))
-    res = train(grpo_config(cfg, tasks_dir, model_dir, run_dir, tasks), run_dir=run_dir, progress=False)
+    tcfg = replay_traces(cfg, grpo_config(cfg, tasks_dir, model_dir, run_dir, tasks), tasks_dir)
+    res = train(tcfg, run_dir=run_dir, progress=False)
     return {"grpo_steps": res.steps, "first_reward": res.first_reward_mean, "final_reward": res.final_reward_mean,
             "final_dir": str(run_dir / "final"), "fresh_rl_tasks": fresh}
+
+
+def replay_traces(cfg: Any, tcfg: Any, tasks_dir: Path) -> Any:
+    """``tcfg`` with its priming replay's traces in place: the seed's own (``tasks_dir``'s sibling
+    ``prime``) where they are kept, else made again into ``replay.data`` from the seed's training tasks
+    (the same traces: generate_traces is seeded; a seed carried without them, e.g. reader_gpu.sh's tarballs)."""
+    from synth.behaviours import generate_traces
+    from synth.sft_data import write_trajectories
+
+    r = tcfg.replay
+    if r.coef <= 0 or (Path(r.data) / "sft").is_dir():
+        return tcfg
+    kept = tasks_dir.parent / "prime"
+    if (kept / "sft").is_dir():
+        return tcfg.model_copy(update={"replay": r.model_copy(update={"data": str(kept)})})
+    train_tasks, _ = load_split(tasks_dir)
+    traces = generate_traces(train_tasks, cfg.condition, backend=backend_of(cfg, Path(r.data).parent),
+                             system_prompt=tcfg.rollout.system_prompt, seed=cfg.seed, answers=cfg.answers)
+    write_trajectories(traces, Path(r.data))
+    return tcfg
 
 
 def finished_run(run_dir: Path) -> dict[str, Any] | None:

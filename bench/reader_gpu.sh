@@ -16,6 +16,8 @@
 #   bash bench/reader_gpu.sh drills    # the 0.66M reader base pretrained with prose and with keyed copy drills
 #   ARMS="keyed" bash bench/reader_gpu.sh answers_rl  # (or NAME:k=v,k=v; several arms side by side) Dr. GRPO,
 #                                      #   3 seeds, from each arm's primed seeds (warm /tmp/rq, or the tarballs carried in .carry/rq)
+#        (a variant with train.replay.coef > 0 replays each seed's priming traces in the loss, rl.replay;
+#         seeds carried without their prime/ folder get the same traces made again, bench/_stages.replay_traces)
 #        PHASE=prepare ... then PHASE=train ...  # two back-to-back calls (a warm machine keeps /tmp/rlb/<hash of NAME and SETS>):
 #                                      #   priming + primed evaluation, then Dr. GRPO from those checkpoints
 # Carry .whl and .carry. Results go to $OUT (the device tool brings them back).
@@ -111,7 +113,8 @@ case "$1" in
     done
     # every arm's primed seeds in one tarball (~9 MB), for answers_rl on a fresh machine (carry them in .carry/rq)
     for name in "${names[@]}"; do parts=(); for s in 0 1 2; do [ -f "/tmp/rq/$name/seed-$s/prepared.json" ] && \
-      parts+=("tmp/rq/$name/seed-$s/prepared.json" "tmp/rq/$name/seed-$s/tasks" "tmp/rq/$name/seed-$s/sft"); done
+      parts+=("tmp/rq/$name/seed-$s/prepared.json" "tmp/rq/$name/seed-$s/tasks" "tmp/rq/$name/seed-$s/sft" \
+              "tmp/rq/$name/seed-$s/prime"); done
       [ ${#parts[@]} -gt 0 ] && tar czf "$OUT/rq_$name.tgz" -C / --exclude='checkpoint-*' "${parts[@]}"; done
     ls -la "$OUT"
     ;;

@@ -40,6 +40,7 @@ __all__ = [
     "DifficultyFilterConfig",
     "GRPOSection",
     "ModelConfig",
+    "ReplayConfig",
     "RolloutConfig",
     "RunConfig",
     "TinyModelParams",
@@ -310,6 +311,23 @@ class TrainerConfig(_Section):
                            "gradients and Adam state stay in the model's bf16 (8 bytes a parameter), as on one GPU")
 
 
+class ReplayConfig(_Section):
+    """Priming replay (rl.replay): the SFT loss on the priming traces added to Dr. GRPO's, so RL keeps
+    what priming taught where its groups carry no reward variance. Off at coef 0."""
+
+    data: str | None = Field(None, description="the priming traces: a folder written by "
+                             "synth.sft_data.write_trajectories (`dojo demo` fills in its own <out>/prime)")
+    coef: float = Field(0.0, ge=0.0, description="weight of the replayed traces' mean token NLL in the loss")
+    batch_size: int = Field(16, gt=0, description="traces replayed per micro-step")
+    max_length: int = Field(1024, gt=0, description="longer traces are truncated (as rl.sft truncates them)")
+
+    @model_validator(mode="after")
+    def _has_data(self) -> ReplayConfig:
+        if self.coef > 0 and not self.data:
+            raise ValueError("coef > 0 needs replay.data (the priming traces' folder)")
+        return self
+
+
 class TrainConfig(_Section):
     model: ModelConfig
     data: DataConfig = Field(default_factory=DataConfig)
@@ -318,6 +336,7 @@ class TrainConfig(_Section):
     reward: RewardConfig = Field(default_factory=RewardConfig.default)
     run: RunConfig = Field(default_factory=RunConfig)
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
+    replay: ReplayConfig = Field(default_factory=ReplayConfig)
 
     @property
     def is_dr_grpo(self) -> bool:

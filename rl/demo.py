@@ -96,6 +96,9 @@ def train_config(cfg: DemoConfig, out: Path, model_dir: Path | None = None):
     from rl.config import validate_config
 
     data = merge(DEFAULT_TRAIN, cfg.train)
+    replay = data.get("replay")
+    if isinstance(replay, dict) and replay.get("coef") and not replay.get("data"):
+        data = merge(data, {"replay": {"data": str(out / "prime")}})  # the demo's own priming traces
     data = merge(data, {"model": {"name_or_path": str(model_dir or out / "sft")},
                          "data": {"tasks": str(rl_tasks_dir(cfg, out))},
                          "run": {"output_dir": str(out / "grpo"), "seed": cfg.seed}})

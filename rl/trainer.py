@@ -175,9 +175,24 @@ def build_trainer(cfg: TrainConfig, run_dir: Path, rollout: Any, tokenizer: Any,
     # one epoch for the whole run: prompts per optimizer step (all processes) x steps (see MultiTurnRollout.dataset)
     prompts = args.max_steps * args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
     dataset = rollout.dataset(prompts // args.num_generations + 1, seed=cfg.run.seed, shuffle=cfg.data.shuffle)
-    trainer = trainer_class(cfg.trainer.shared_prefix)(model=model_path, reward_funcs=[rollout.reward_func], args=args,
-                          train_dataset=dataset, processing_class=tokenizer, rollout_func=rollout,
-                          callbacks=callbacks or [])
+    cls = trainer_class(cfg.trainer.shared_prefix)
+    if cfg.replay.coef > 0:
+        from rl.replay import with_replay
+
+        cls = with_replay(cls)
+    trainer = cls(model=model_path, reward_funcs=[rollout.reward_func], args=args, train_dataset=dataset,
+                  processing_class=tokenizer, rollout_func=rollout, callbacks=callbacks or [])
+    if cfg.replay.coef > 0:
+        from rl.replay import ReplayBatches, ReplayError, tokenize_traces
+
+        r = cfg.replay
+        try:
+            rows = tokenize_traces(r.data, tokenizer, r.max_length)
+        except ReplayError as e:
+            raise ConfigError(str(e), field="replay.data") from None
+        trainer.replay = ReplayBatches(rows, r.batch_size, tokenizer.pad_token_id, seed=cfg.run.seed)
+        trainer.replay_coef = r.coef
+        log.info("priming replay: %d traces, %d a micro-step, coef %g", len(rows), r.batch_size, r.coef)
     _keep_checkpointing_every_n(trainer.model, args.gradient_checkpointing_kwargs)
     if cfg.trainer.shared_prefix:
         trainer.check_every = cfg.trainer.shared_prefix_check_every
