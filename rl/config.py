@@ -499,7 +499,8 @@ def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -
 
 def check_data(cfg: TrainConfig) -> None:
     """The data section against the disk and the zoo: the domains exist, and so do ``data.tasks``' tasks
-    (read and parsed here, so a bad file fails before the run directory is written)."""
+    (read and parsed here, so a bad file fails before the run directory is written) and the replayed
+    priming traces."""
     from synth.tasks import check_domains, load_tasks
 
     d = cfg.data
@@ -513,6 +514,13 @@ def check_data(cfg: TrainConfig) -> None:
             load_tasks(d.tasks)
         except (OSError, ValueError) as e:
             raise ConfigError(str(e), field="data.tasks") from None
+    if cfg.replay.coef > 0:
+        from rl.replay import ReplayError, traces_folder
+
+        try:
+            traces_folder(cfg.replay.data)
+        except ReplayError as e:
+            raise ConfigError(str(e), field="replay.data") from None
 
 
 def check_batch(cfg: TrainConfig, world_size: int | None = None) -> None:

@@ -22,7 +22,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ReplayBatches", "ReplayError", "replay_nll", "tokenize_traces", "with_replay"]
+__all__ = ["ReplayBatches", "ReplayError", "replay_nll", "tokenize_traces", "traces_folder", "with_replay"]
 
 IGNORE = -100
 
@@ -31,16 +31,22 @@ class ReplayError(ValueError):
     """The replay data cannot be used (missing folder, no assistant tokens); says which and why."""
 
 
+def traces_folder(path: str | Path | None) -> Path:
+    """The dataset folder of the priming traces at ``path`` (the folder write_trajectories wrote, or its
+    ``sft``); :class:`ReplayError` when there is none."""
+    p = Path(path or "")
+    if (p / "sft").is_dir():
+        p = p / "sft"
+    if path is None or not (p / "dataset_info.json").is_file():
+        raise ReplayError(f"{path}: no priming traces here (expected a folder written by "
+                          "synth.sft_data.write_trajectories, e.g. the demo's <out>/prime)")
+    return p
+
+
 def _dataset(path: str | Path) -> Any:
     import datasets
 
-    p = Path(path)
-    if (p / "sft").is_dir():  # the folder write_trajectories wrote
-        p = p / "sft"
-    if not (p / "dataset_info.json").is_file():
-        raise ReplayError(f"{path}: no priming traces here (expected a folder written by "
-                          "synth.sft_data.write_trajectories, e.g. the demo's <out>/prime)")
-    return datasets.load_from_disk(str(p))
+    return datasets.load_from_disk(str(traces_folder(path)))
 
 
 def tokenize_traces(path: str | Path, tokenizer: Any, max_length: int) -> list[tuple[list[int], list[int]]]:

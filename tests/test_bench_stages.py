@@ -58,3 +58,32 @@ def test_run_grpo_does_not_train_a_finished_run(tmp_path, monkeypatch):
     (run / "run.json").write_text(json.dumps({"final_step": 7, "status": "running"}))
     with pytest.raises(AssertionError, match="trained again"):
         _stages.run_grpo(cfg, tmp_path / "tasks", tmp_path / "sft", run)
+
+
+def test_a_seed_carried_without_its_priming_traces_gets_the_same_ones_made_again(tmp_path):
+    """The replay (rl.replay) of a seed whose ``prime/`` was not carried (reader_gpu.sh's tarballs of
+    section 18) trains on the traces priming made: generate_traces is seeded, so they are made again,
+    identical; a seed that kept its ``prime/`` replays that one."""
+    from synth.behaviours import generate_traces
+    from synth.sft_data import read_trajectories
+    from synth.tasks import export_tasks, synthesize_tasks
+    from tests.conftest import any_backend
+
+    backend = any_backend()
+    made = synthesize_tasks(4, seed=3, domains=["home_devices"], backend=backend, sandboxes=2)
+    seed_dir = tmp_path / "seed-0"
+    export_tasks(made, seed_dir / "tasks" / "train")
+    export_tasks(made, seed_dir / "tasks" / "held_out")
+    cfg = _stages.demo_config(["seed=0", "answers=keyed", "train.replay.coef=0.1", f"out_dir={seed_dir / 'v'}",
+                               f"train.rollout.sandbox_backend={backend}"])
+    tcfg = _stages.grpo_config(cfg, seed_dir / "tasks", seed_dir / "sft", seed_dir / "v" / "grpo")
+    assert tcfg.replay.data == str(seed_dir / "v" / "prime") and not (seed_dir / "v" / "prime").exists()
+    got = _stages.replay_traces(cfg, tcfg, seed_dir / "tasks")
+    assert got.replay.data == tcfg.replay.data
+    remade = read_trajectories(seed_dir / "v" / "prime" / "trajectories.jsonl")
+    primed = generate_traces(made.tasks, cfg.condition, backend=backend, seed=0, answers="keyed",
+                             system_prompt=tcfg.rollout.system_prompt)
+    assert [t.messages for t in remade] == [t.messages for t in primed] and len(remade) == 4
+    (seed_dir / "v" / "prime").rename(seed_dir / "prime")  # a seed that kept its own traces
+    kept = _stages.replay_traces(cfg, tcfg, seed_dir / "tasks")
+    assert kept.replay.data == str(seed_dir / "prime") and not (seed_dir / "v" / "prime").exists()
