@@ -318,7 +318,8 @@ class ReplayConfig(_Section):
     data: str | None = Field(None, description="the priming traces: a folder written by "
                              "synth.sft_data.write_trajectories (`dojo demo` fills in its own <out>/prime)")
     coef: float = Field(0.0, ge=0.0, description="weight of the replayed traces' mean token NLL in the loss")
-    batch_size: int = Field(16, gt=0, description="traces replayed per micro-step")
+    batch_size: int = Field(16, gt=0, description="traces replayed per micro-step (their logits, batch_size x "
+                            "max_length x vocabulary, are held for the backward pass: lower it for a large vocabulary)")
     max_length: int = Field(1024, gt=0, description="longer traces are truncated (as rl.sft truncates them)")
 
     @model_validator(mode="after")

@@ -190,7 +190,9 @@ def build_trainer(cfg: TrainConfig, run_dir: Path, rollout: Any, tokenizer: Any,
             rows = tokenize_traces(r.data, tokenizer, r.max_length)
         except ReplayError as e:
             raise ConfigError(str(e), field="replay.data") from None
-        trainer.replay = ReplayBatches(rows, r.batch_size, tokenizer.pad_token_id, seed=cfg.run.seed)
+        # each rank its own order: the ranks' replayed traces differ, as their episodes do
+        trainer.replay = ReplayBatches(rows, r.batch_size, tokenizer.pad_token_id,
+                                       seed=cfg.run.seed * 1009 + args.process_index)
         trainer.replay_coef = r.coef
         log.info("priming replay: %d traces, %d a micro-step, coef %g", len(rows), r.batch_size, r.coef)
     _keep_checkpointing_every_n(trainer.model, args.gradient_checkpointing_kwargs)
