@@ -96,13 +96,8 @@ def prime_condition(cfg: Any, base: Path, train_tasks: list[Any], out: Path, bac
     """Stages 3-4: the condition's priming traces (``out/prime``) and SFT on them (``out/sft``)."""
     from rl.demo import train_config
     from rl.sft import prime
-    from synth.behaviours import generate_traces
-    from synth.sft_data import write_trajectories
 
-    tcfg = train_config(cfg, out)
-    traces = generate_traces(train_tasks, cfg.condition, backend=backend, system_prompt=tcfg.rollout.system_prompt,
-                             seed=cfg.seed, answers=cfg.answers)
-    export = write_trajectories(traces, out / "prime")
+    export = priming_traces(cfg, train_tasks, out / "prime", backend, train_config(cfg, out).rollout.system_prompt)
     callbacks = []
     if console is not None:
         from rl.run import RichProgressCallback
@@ -111,6 +106,17 @@ def prime_condition(cfg: Any, base: Path, train_tasks: list[Any], out: Path, bac
     sft = prime(base, export.dataset, out / "sft", cfg.sft, callbacks=callbacks)
     return {"traces": export.rows, "sft_dir": sft.model_dir, "sft_steps": sft.steps, "sft_first_loss": sft.first_loss,
             "sft_final_loss": sft.final_loss, "sft_token_accuracy": sft.mean_token_accuracy}
+
+
+def priming_traces(cfg: Any, train_tasks: list[Any], out_dir: Path, backend: str, system_prompt: str) -> Any:
+    """The condition's priming traces of ``train_tasks``, written into ``out_dir`` (seeded: the same tasks and
+    settings give the same traces)."""
+    from synth.behaviours import generate_traces
+    from synth.sft_data import write_trajectories
+
+    traces = generate_traces(train_tasks, cfg.condition, backend=backend, system_prompt=system_prompt,
+                             seed=cfg.seed, answers=cfg.answers)
+    return write_trajectories(traces, out_dir)
 
 
 def grpo_config(cfg: Any, tasks_dir: Path, model_dir: Path, run_dir: Path, rl_tasks: Path | None = None) -> Any:
@@ -147,19 +153,16 @@ def replay_traces(cfg: Any, tcfg: Any, tasks_dir: Path) -> Any:
     """``tcfg`` with its priming replay's traces in place: the seed's own (``tasks_dir``'s sibling
     ``prime``) where they are kept, else made again into ``replay.data`` from the seed's training tasks
     (the same traces: generate_traces is seeded; a seed carried without them, e.g. reader_gpu.sh's tarballs)."""
-    from synth.behaviours import generate_traces
-    from synth.sft_data import write_trajectories
+    from rl.replay import has_traces
 
     r = tcfg.replay
-    if r.coef <= 0 or (Path(r.data) / "sft").is_dir():
+    if r.coef <= 0 or has_traces(r.data):
         return tcfg
     kept = tasks_dir.parent / "prime"
-    if (kept / "sft").is_dir():
+    if has_traces(kept):
         return tcfg.model_copy(update={"replay": r.model_copy(update={"data": str(kept)})})
     train_tasks, _ = load_split(tasks_dir)
-    traces = generate_traces(train_tasks, cfg.condition, backend=backend_of(cfg, Path(r.data).parent),
-                             system_prompt=tcfg.rollout.system_prompt, seed=cfg.seed, answers=cfg.answers)
-    write_trajectories(traces, Path(r.data))
+    priming_traces(cfg, train_tasks, Path(r.data), backend_of(cfg, Path(r.data).parent), tcfg.rollout.system_prompt)
     return tcfg
 
 

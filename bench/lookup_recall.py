@@ -39,13 +39,12 @@ def named_write(task: Any) -> tuple[str | None, str | None]:
 
 def recall_report(train: list[Any], held: list[Any], min_count: int = 3, share: float = 0.9) -> dict[str, Any]:
     """The counts for one split's look-ups (``train`` and ``held`` are its ``lookup_act`` tasks)."""
+    writes = [named_write(t) for t in train]
     by_name: dict[str | None, Counter[str | None]] = defaultdict(Counter)
-    for t in train:
-        name, rid = named_write(t)
+    for name, rid in writes:
         by_name[name][rid] += 1
-    recallable = Counter()
-    for t in train:
-        name, rid = named_write(t)
+    recallable: Counter[str] = Counter()
+    for name, rid in writes:
         seen = sum(by_name[name].values())
         if name is not None and seen >= min_count and by_name[name][rid] >= share * seen:
             recallable[name] += 1

@@ -22,7 +22,8 @@ import random
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ReplayBatches", "ReplayError", "replay_nll", "tokenize_traces", "traces_folder", "with_replay"]
+__all__ = ["ReplayBatches", "ReplayError", "has_traces", "install_replay", "replay_nll", "tokenize_traces",
+           "traces_folder", "with_replay"]
 
 IGNORE = -100
 
@@ -41,6 +42,23 @@ def traces_folder(path: str | Path | None) -> Path:
         raise ReplayError(f"{path}: no priming traces here (expected a folder written by "
                           "synth.sft_data.write_trajectories, e.g. the demo's <out>/prime)")
     return p
+
+
+def has_traces(path: str | Path | None) -> bool:
+    try:
+        traces_folder(path)
+    except ReplayError:
+        return False
+    return True
+
+
+def install_replay(trainer: Any, cfg: Any, tokenizer: Any, seed: int) -> int:
+    """Give ``trainer`` (a :func:`with_replay` class) the batches of ``cfg``'s traces (a ReplayConfig);
+    returns how many traces. :class:`ReplayError` when they cannot be read."""
+    rows = tokenize_traces(cfg.data, tokenizer, cfg.max_length)
+    trainer.replay = ReplayBatches(rows, cfg.batch_size, tokenizer.pad_token_id, seed=seed)
+    trainer.replay_coef = cfg.coef
+    return len(rows)
 
 
 def _dataset(path: str | Path) -> Any:

@@ -183,18 +183,13 @@ def build_trainer(cfg: TrainConfig, run_dir: Path, rollout: Any, tokenizer: Any,
     trainer = cls(model=model_path, reward_funcs=[rollout.reward_func], args=args, train_dataset=dataset,
                   processing_class=tokenizer, rollout_func=rollout, callbacks=callbacks or [])
     if cfg.replay.coef > 0:
-        from rl.replay import ReplayBatches, ReplayError, tokenize_traces
+        from rl.replay import ReplayError, install_replay
 
-        r = cfg.replay
-        try:
-            rows = tokenize_traces(r.data, tokenizer, r.max_length)
+        try:  # each rank its own order: the ranks' replayed traces differ, as their episodes do
+            n = install_replay(trainer, cfg.replay, tokenizer, seed=cfg.run.seed * 1009 + args.process_index)
         except ReplayError as e:
             raise ConfigError(str(e), field="replay.data") from None
-        # each rank its own order: the ranks' replayed traces differ, as their episodes do
-        trainer.replay = ReplayBatches(rows, r.batch_size, tokenizer.pad_token_id,
-                                       seed=cfg.run.seed * 1009 + args.process_index)
-        trainer.replay_coef = r.coef
-        log.info("priming replay: %d traces, %d a micro-step, coef %g", len(rows), r.batch_size, r.coef)
+        log.info("priming replay: %d traces, %d a micro-step, coef %g", n, cfg.replay.batch_size, cfg.replay.coef)
     _keep_checkpointing_every_n(trainer.model, args.gradient_checkpointing_kwargs)
     if cfg.trainer.shared_prefix:
         trainer.check_every = cfg.trainer.shared_prefix_check_every
