@@ -400,7 +400,8 @@ def run_demo(cfg: DemoConfig, *, console: Any = None,
         done("Dr. GRPO")
         stage("held-out evaluation")
 
-    own = {"base": settings.model_copy(update={"samples": cfg.base_eval_samples})}
+    # the unprimed base only shows what priming starts from (~0%): its sampled episodes, no greedy one
+    own = {"base": settings.model_copy(update={"samples": cfg.base_eval_samples, "greedy": cfg.base_eval_greedy})}
     final_eval = HeldOutEval(held, settings, trained="grpo", checkpoints={"base": base, "sft": Path(sft.model_dir)},
                              tokenizer_path=sft.model_dir, out_dir=out / "eval", on_start=evaluation_begins,
                              settings_for=own, progress=lambda name, n, total: train_bars(
@@ -426,7 +427,8 @@ def run_demo(cfg: DemoConfig, *, console: Any = None,
                 model, held, **dict(own.get(name, settings)), out_dir=out / "eval" / name,
                 progress=bars.tracker(f"held-out evaluation: {POLICY_NAMES[name]}"))
     for name, ev in evals.items():
-        console.print(f"{name}: {ev.success:.1%} sampled, {ev.greedy_success:.1%} greedy")
+        greedy = "" if ev.greedy_success is None else f", {ev.greedy_success:.1%} greedy"
+        console.print(f"{name}: {ev.success:.1%} sampled{greedy}")
     done("held-out evaluation")
 
     behaviours = None

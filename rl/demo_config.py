@@ -55,28 +55,31 @@ class DemoConfig(BaseModel):
     tasks: int = Field(700, gt=1, description="single-action tasks to synthesise (train + held-out)")
     held_out: int = Field(40, gt=0)
     distractors: int = Field(1, ge=0, description="tools offered besides the gold one")
-    quote_values: bool = Field(False, description="the user writes string values in quotes (device id: \"LT-3\"), "
+    quote_values: bool = Field(True, description="the user writes string values in quotes (device id: \"LT-3\"), "
                                                   "so they tokenize as inside the JSON arguments")
-    domain_seeds: int = Field(4, gt=0, description="worlds per domain the tasks are drawn from (synth.tasks."
+    domain_seeds: int = Field(32, gt=0, description="worlds per domain the tasks are drawn from (synth.tasks."
                                                   "DOMAIN_SEEDS); more worlds make an agent read values it could "
                                                   "otherwise recall")
-    quote_fields: bool = Field(False, description="the user asks for the outputs by the keys the tool output writes "
+    quote_fields: bool = Field(True, description="the user asks for the outputs by the keys the tool output writes "
                                                   "them under (tell me the \"name\" and the \"type\"), the tokens a "
                                                   "keyed answer repeats (issue 28)")
     condition: str = Field("all", description="the priming condition (synth.behaviours.CONDITIONS)")
     answers: Literal["plain", "quoted", "keyed"] = Field(
-        "plain", description="how priming traces say the task's outputs: plain, quoted as a JSON tool output writes "
+        "keyed", description="how priming traces say the task's outputs: plain, quoted as a JSON tool output writes "
                              "them (the output's token ids), or keyed (`\"name\": \"Porch light\"`, the output's own "
                              "key-value pair) (synth.behaviours.ANSWER_STYLES; issue 28)")
     # max_length 2048 (the base's context): a look-up trace with the whole device list runs to ~2,000 tokens;
     # batches of similar lengths: random batches of the demo's traces pad 703k tokens to 1.22M
-    sft: SFTSettings = Field(default_factory=lambda: SFTSettings(epochs=3, learning_rate=3e-3, batch_size=8,
+    # 2 epochs, not 3: the third took 2 of the 2-core demo's minutes; primed on the H200 it is worth 3.8 points
+    # sampled and 3.3 multi-step (3 seeds; bench/results/reader_gpu.md section 20), the price of the 15 minutes
+    sft: SFTSettings = Field(default_factory=lambda: SFTSettings(epochs=2, learning_rate=3e-3, batch_size=8,
                                                                  max_length=2048, group_by_length=True))
     eval_samples: int = Field(4, gt=0, description="sampled episodes per held-out task and policy")
     # the unprimed base scores ~0% (it has never seen a tool call answered): its 4 samples per task took
     # 3.2 of the held-out evaluation's 6.2 minutes in the fresh-clone demo, to measure 0%
     base_eval_samples: int = Field(1, gt=0, description="sampled episodes per held-out task for the base policy "
-                                                        "(plus the greedy one)")
+                                                        "(plus the greedy one with base_eval_greedy)")
+    base_eval_greedy: bool = Field(False, description="also one greedy episode per task for the base policy")
     multistep: dict[str, int] = Field(
         default_factory=lambda: {"lookup_act": 150, "read_report": 150, "ask_user": 150},
         description="tasks to synthesise per multi-step family (synth.task_families.MULTISTEP); {} for "
@@ -87,7 +90,7 @@ class DemoConfig(BaseModel):
         description="fresh multi-step tasks per family for Dr. GRPO alone (rl.demo.rl_tasks): never primed on, "
                     "from synthesis seeds of their own, none naming an entity of a held-out multi-step task; "
                     "{}: Dr. GRPO trains on the priming tasks")
-    curve_every: int = Field(10, ge=0, description="Dr. GRPO steps between learning-curve points (0: no curve)")
+    curve_every: int = Field(20, ge=0, description="Dr. GRPO steps between learning-curve points (0: no curve)")
     curve_tasks: int = Field(8, gt=0, description="learning-curve slice: held-out tasks per multi-step family, "
                                                   "and as many single-action ones")
     curve_samples: int = Field(2, gt=0, description="sampled episodes per slice task and curve point")

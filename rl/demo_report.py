@@ -161,7 +161,7 @@ sandboxes). {result.minutes:.1f} minutes in all. Target ({html.escape(result.tar
 <h2>Learning curve</h2>{curve_html}
 <h2>Held-out success</h2>
 <p>Success: the final world state equals the gold replay's and every expected output was reported. Sampled:
-{result.eval_samples} episodes per task at temperature 1 ({result.base_eval_samples or result.eval_samples} for the base, which has never seen a tool call answered); greedy: one per task.</p>
+{result.eval_samples} episodes per task at temperature 1 ({result.base_eval_samples or result.eval_samples} for the base, which has never seen a tool call answered); greedy: one per task{'' if result.base_greedy_success is not None else ' (none for the base)'}.</p>
 <table><tr><th>policy</th><th>success (sampled)</th><th>success (greedy)</th><th>mean reward</th><th>policy tokens</th></tr>{rows}</table>
 <h2>Held-out success per task family (sampled)</h2>
 <p>Multi-step families in bold (synth.task_families); the others are single-action tasks named by their
