@@ -14,13 +14,15 @@ from rl.sft import SFTSettings
 
 # The dojo-train config the demo starts from (model and tasks are filled in by the demo).
 DEFAULT_TRAIN: dict[str, Any] = {
+    # max_steps 30 (960 episodes): at 40 the demo's Dr. GRPO added +0.7 multi-step on 3 H200 seeds
+    # (bench/results/reader_gpu.md section 20) and 1.5 of the 2-core demo's minutes went to the last 10 steps
     "grpo": {"loss_type": "dr_grpo", "scale_rewards": "none", "beta": 0.0, "num_generations": 8,
              # a small step: Adam moves every weight by about lr per step, and at 1e-3 a primed tiny
              # policy falls apart within a few steps
              # the completion budget counts the tool outputs too (rl.token_agent): a look-up's device
              # list is 400-1,000 tokens, and at 256 every look-up episode ran out before its second call
              "max_completion_length": 1024, "learning_rate": 1e-4, "per_device_train_batch_size": 32,
-             "gradient_accumulation_steps": 1, "max_steps": 40, "temperature": 1.0, "epsilon": 0.2,
+             "gradient_accumulation_steps": 1, "max_steps": 30, "temperature": 1.0, "epsilon": 0.2,
              "gradient_checkpointing": False},
     # max_turns 4: a look-up, the act, a verifying read and the answer (the primed traces of the multi-step
     # families need up to 4 agent messages, the single-action ones 2-3)
@@ -52,7 +54,8 @@ class DemoConfig(BaseModel):
     # from that base the scene tasks prime to ~99%, the device tasks to 20-34%, and RL doubles the latter
     # (bench/results/pretrained_base_h100.md)
     domains: list[str] = Field(default_factory=lambda: ["home_devices"])
-    tasks: int = Field(700, gt=1, description="single-action tasks to synthesise (train + held-out)")
+    # 400, not 700: single-action traces were 54% of the SFT tokens, and the 2-core demo's 15 minutes need the time
+    tasks: int = Field(400, gt=1, description="single-action tasks to synthesise (train + held-out)")
     held_out: int = Field(40, gt=0)
     distractors: int = Field(1, ge=0, description="tools offered besides the gold one")
     quote_values: bool = Field(True, description="the user writes string values in quotes (device id: \"LT-3\"), "
@@ -90,7 +93,7 @@ class DemoConfig(BaseModel):
         description="fresh multi-step tasks per family for Dr. GRPO alone (rl.demo.rl_tasks): never primed on, "
                     "from synthesis seeds of their own, none naming an entity of a held-out multi-step task; "
                     "{}: Dr. GRPO trains on the priming tasks")
-    curve_every: int = Field(20, ge=0, description="Dr. GRPO steps between learning-curve points (0: no curve)")
+    curve_every: int = Field(15, ge=0, description="Dr. GRPO steps between learning-curve points (0: no curve)")
     curve_tasks: int = Field(8, gt=0, description="learning-curve slice: held-out tasks per multi-step family, "
                                                   "and as many single-action ones")
     curve_samples: int = Field(2, gt=0, description="sampled episodes per slice task and curve point")

@@ -126,9 +126,10 @@ def test_a_short_demo_runs_every_stage_and_reports(tmp_path):
         assert summary["tasks"] == held and summary["success"] == last[f"{name}_success"]
         assert summary["engine"] == "vllm"  # played on the GRPO run's engine at the end of training
         lines = (out / "eval" / name / "trajectories.jsonl").read_text().splitlines()
-        # two sampled and one greedy episode per task; the base (base_eval_samples=1) one sampled
-        assert len(lines) == (2 if name == "base" else 3) * held, name
+        # two sampled and one greedy episode per task; the base (base_eval_samples=1) one sampled, no greedy
+        assert len(lines) == (1 if name == "base" else 3) * held, name
     assert last["eval_samples"] == 2 and last["base_eval_samples"] == 1
+    assert last["base_greedy_success"] is None and last["sft_greedy_success"] is not None
     # issue 23: the multi-step families, per family and pooled, beside the single-action ones
     from synth.task_families import MULTISTEP
 

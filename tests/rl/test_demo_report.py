@@ -43,7 +43,7 @@ def test_the_report_shows_stage_times_and_grouped_settings_as_tables(tmp_path):
         assert f"<h3>{group}</h3><table class=kv><tr><th>setting</th><th>value</th></tr>" in page, group
     assert "<tr><td>train.grpo.loss_type</td><td>dr_grpo</td></tr>" in page  # the train section as GRPO gets it
     assert "<tr><td>train.run.seed</td><td>5</td></tr>" in page  # the config's own value over DEFAULT_TRAIN
-    assert "<tr><td>sft.epochs</td><td>3.0</td></tr>" in page and "<tr><td>eval_samples</td><td>4</td></tr>" in page
+    assert "<tr><td>sft.epochs</td><td>2.0</td></tr>" in page and "<tr><td>eval_samples</td><td>4</td></tr>" in page
     fold = re.search(r"<details><summary>full configuration.*?</summary><pre>(.*?)</pre></details>", page, re.S)
     assert fold is not None
     import html
@@ -52,6 +52,16 @@ def test_the_report_shows_stage_times_and_grouped_settings_as_tables(tmp_path):
     # no raw JSON dumps left, and every value escaped
     assert '"base model":' not in page and EVIL not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_a_base_evaluated_without_a_greedy_episode_shows_none(tmp_path):
+    res = _result(tmp_path, {"tasks": 1.0}).model_copy(update={"base_greedy_success": None, "base_eval_samples": 1})
+    evals = _evals()
+    evals["base"] = evals["base"].model_copy(update={"greedy_success": None, "samples": 1})
+    page = write_report(tmp_path, res, evals, None, DemoConfig()).read_text()
+    assert "greedy: one per task (none for the base)" in page and "1 for the base" in page
+    assert re.search(r"<tr><td>base</td><td>0.0%</td><td></td>", page)
+    assert "<tr><td>sft</td><td>25.0%</td><td>25.0%</td>" in page
 
 
 def test_settings_groups_put_every_train_section_somewhere():

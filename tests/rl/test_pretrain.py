@@ -60,4 +60,8 @@ def test_the_shipped_base_is_small_verified_and_of_the_recorded_quality():
     r = manifest["result"]
     assert r["val_loss"] < 0.1 and r["tool_call_accuracy"] > 0.95
     assert manifest["settings"]["corpus"]["exclude_domains"] == ["home_devices"]
+    # issue 28: the reader base, pretrained on the multi-step families and keyed copy drills, and able to copy
+    corpus = manifest["settings"]["corpus"]
+    assert corpus["multistep_per_family"] > 0 and corpus["copy_drills_per_length"] > 0
+    assert corpus["drill_style"] == "keyed" and r["copy_accuracy"] > 0.8
     assert json.loads((SHIPPED / MANIFEST).read_text())["files"].keys() >= {"model.safetensors", "tokenizer.json"}
