@@ -50,9 +50,9 @@ class DemoConfig(BaseModel):
     base: str = Field("pretrained", description="pretrained: the shipped base (rl/base); random: a random-init "
                                                "rl.tiny model shaped by `tiny`; else a model folder or Hugging Face id")
     tiny: TinyModelParams = Field(default_factory=lambda: TinyModelParams(hidden=128, layers=2, heads=4))
-    # home_devices: the shipped base's corpus leaves it out (docs only), so its held-out tasks are unseen;
-    # from that base the scene tasks prime to ~99%, the device tasks to 20-34%, and RL doubles the latter
-    # (bench/results/pretrained_base_h100.md)
+    # home_devices: the shipped base's corpus leaves it out (docs only; rl.corpus exclude_domains), so its
+    # held-out tasks are unseen; from that base the scene tasks prime to 95-100%, the device tasks to ~20% and
+    # the multi-step families to 0-3% sampled (docs/demo_result.json): the room Dr. GRPO works in
     domains: list[str] = Field(default_factory=lambda: ["home_devices"])
     # 400, not 700: single-action traces were 54% of the SFT tokens, and the 2-core demo's 15 minutes need the time
     tasks: int = Field(400, gt=1, description="single-action tasks to synthesise (train + held-out)")
