@@ -91,6 +91,24 @@ def load_split(tasks_dir: Path) -> tuple[list[Any], list[Any]]:
     return load_tasks(tasks_dir / "train"), load_tasks(tasks_dir / "held_out")
 
 
+def train_sample(train: list[Any], held: list[Any], per_family: int, seed: int) -> list[Any]:
+    """Training tasks drawn like the held-out set, for telling a fitted policy from one that transfers
+    (bench/results/reader_gpu.md sections 14 and 21): per family the held-out set has, up to ``per_family``
+    of its training tasks (never more than the held-out set has of it), seeded, in the training order."""
+    import random
+    from collections import Counter
+
+    from synth.task_families import family_of
+
+    want = Counter(family_of(t) for t in held)
+    rng = random.Random(seed)
+    picked: set[str] = set()
+    for fam, n in sorted(want.items()):
+        ids = [t.id for t in train if family_of(t) == fam]
+        picked.update(rng.sample(ids, min(per_family, n, len(ids))))
+    return [t for t in train if t.id in picked]
+
+
 def prime_condition(cfg: Any, base: Path, train_tasks: list[Any], out: Path, backend: str,
                     console: Any = None) -> dict[str, Any]:
     """Stages 3-4: the condition's priming traces (``out/prime``) and SFT on them (``out/sft``)."""

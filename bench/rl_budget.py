@@ -1,7 +1,7 @@
 """RL-budget sweep: how far Dr. GRPO moves one primed checkpoint, per batch size, learning rate and steps.
 
     python bench/rl_budget.py [--quick] [--seeds 0,1] [--variant NAME:KEY=VALUE;KEY=VALUE ...]
-                              [--workers N] [--out DIR] [--set KEY=VALUE ...] [--gpu]
+                              [--workers N] [--out DIR] [--set KEY=VALUE ...] [--gpu] [--train-eval K]
 
 The question: what RL budget would `dojo demo` need for its target (held-out success after Dr. GRPO
 15 points above the primed policy), and does a larger step (learning rate) or a larger batch buy it?
@@ -110,12 +110,38 @@ def worker_variant(spec: dict[str, Any]) -> dict[str, Any]:
     res["curves"] = {k: quarters(hist, k) for k in CURVES}
     res["rollout_totals"] = rollout_totals(hist)  # what the difficulty filter / extra generations did
     ev = _stages.evaluate(cfg, Path(res["final_dir"]), held, out / "eval", backend)
+    if spec.get("train_eval"):
+        res["train_eval"] = train_eval(cfg, seed_dir, Path(res["final_dir"]), out, backend, spec["train_eval"])
     res.update(grpo_success=ev["success"], grpo_greedy_success=ev["greedy_success"], by_tool=ev["by_tool"],
                grpo_multistep_success=ev["multistep_success"],
                grpo_multistep_greedy_success=ev["multistep_greedy_success"],
                grpo_pass_at_k=ev["pass_at_k"], grpo_multistep_pass_at_k=ev["multistep_pass_at_k"],
                minutes={"grpo": round((t1 - t0) / 60, 2), "eval": round((time.perf_counter() - t1) / 60, 2)})
     return res
+
+
+def train_eval(cfg: Any, seed_dir: Path, trained: Path, out: Path, backend: str, per_family: int) -> dict[str, Any]:
+    """The primed and the trained policy on a sample of their own training tasks (_stages.train_sample), with
+    the held-out evaluation's settings: held-out flat with training tasks up is a fitted policy, both flat one
+    that never learnt. The primed figure is the seed's, kept in its folder for every variant."""
+    train, held = _stages.load_split(seed_dir / "tasks")
+    sample = _stages.train_sample(train, held, per_family, cfg.seed)
+
+    def figures(ev: dict[str, Any]) -> dict[str, Any]:
+        return {k: ev[k] for k in ("success", "greedy_success", "multistep_success", "multistep_greedy_success",
+                                   "pass_at_k", "by_tool")}
+
+    primed_file = seed_dir / "train_eval" / f"primed_{per_family}.json"
+    if primed_file.is_file():
+        primed = json.loads(primed_file.read_text())
+    else:
+        primed = figures(_stages.evaluate(cfg, seed_dir / "sft", sample, primed_file.parent / f"primed_{per_family}",
+                                          backend))
+        tmp = primed_file.with_suffix(f".{os.getpid()}.tmp")  # variants of one seed may run side by side
+        tmp.write_text(json.dumps(primed))
+        tmp.replace(primed_file)
+    return {"tasks": len(sample), "primed": primed,
+            "trained": figures(_stages.evaluate(cfg, trained, sample, out / "train_eval", backend))}
 
 
 def describe(s: dict[str, Any]) -> str:
@@ -149,8 +175,14 @@ def summarize(variants: dict[str, list[str]], prepared: dict[int, dict[str, Any]
                                                           "grpo_multistep_greedy_success", "grpo_pass_at_k",
                                                           "grpo_multistep_pass_at_k", "episodes",
                                                           "grpo_steps", "first_reward", "final_reward", "curves",
-                                                          "by_tool", "rollout_totals", "minutes")}
+                                                          "by_tool", "rollout_totals", "minutes", "train_eval")}
                            for s, r in ok.items()}
+        # on the seeds' own training tasks (--train-eval): what Dr. GRPO fitted, beside what carried to held-out
+        te = {s: r["train_eval"] for s, r in ok.items() if r.get("train_eval")}
+        if te:
+            for key, m in (("train_gain", "success"), ("train_multistep_gain", "multistep_success")):
+                row[key] = _stages.stats([e["trained"][m] - e["primed"][m] for e in te.values()
+                                          if _stages.finite(e["trained"][m]) and _stages.finite(e["primed"][m])])
         out[name] = row
     return out
 
@@ -196,6 +228,9 @@ def main() -> int:
     ap.add_argument("--seeds", default=None, help="comma-separated (default 0,1; quick 0)")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE;...",
                     help="a GRPO variant (repeatable; replaces the defaults: " + ", ".join(DEFAULT_VARIANTS) + ")")
+    ap.add_argument("--train-eval", type=int, default=0, metavar="K",
+                    help="also evaluate the primed and each trained policy on up to K training tasks per held-out "
+                         "family (fitted vs carried over; default 0: off)")
     ap.add_argument("--prepare-only", action="store_true",
                     help="prime and evaluate each seed, train nothing; with --out, a later run reuses the seeds "
                          "prepared there (a prepare and its Dr. GRPO jobs need not fit one 10-minute device call)")
@@ -239,7 +274,8 @@ def main() -> int:
         if args.prepare_only:
             variants = {}
         specs = [{"kind": "variant", "seed": s, "name": n, "variant": sets, "seed_dir": str(work / f"seed-{s}"),
-                  "dir": str(work / f"seed-{s}" / n), "threads": threads, "overrides": [*overrides, *_stages.seed_overrides(s)]}
+                  "dir": str(work / f"seed-{s}" / n), "threads": threads, "overrides": [*overrides, *_stages.seed_overrides(s)],
+                  "train_eval": args.train_eval}
                  for s in seeds if prepared[s].get("ok") for n, sets in variants.items()]
         done = _stages.run_all(__file__, specs, workers, args.job_timeout, describe, log)
         runs = {(sp["name"], sp["seed"]): r for sp, r in zip(specs, done, strict=True)}

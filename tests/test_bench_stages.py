@@ -87,3 +87,21 @@ def test_a_seed_carried_without_its_priming_traces_gets_the_same_ones_made_again
     (seed_dir / "v" / "prime").rename(seed_dir / "prime")  # a seed that kept its own traces
     kept = _stages.replay_traces(cfg, tcfg, seed_dir / "tasks")
     assert kept.replay.data == str(seed_dir / "prime") and not (seed_dir / "v" / "prime").exists()
+
+
+def test_the_training_sample_follows_the_held_out_families_and_the_seed(monkeypatch):
+    from types import SimpleNamespace
+
+    monkeypatch.setattr("synth.task_families.family_of", lambda t: t.fam)
+    train = [SimpleNamespace(id=f"{f}-{i}", fam=f) for f, n in (("read_report", 10), ("ask_user", 3), ("lights", 5))
+             for i in range(n)]
+    held = [SimpleNamespace(id=f"h{i}", fam=f) for i, f in enumerate(["read_report"] * 6 + ["ask_user"] * 6 + ["scenes"])]
+    sample = _stages.train_sample(train, held, 4, seed=0)
+    fams = [t.fam for t in sample]
+    # up to 4 a held-out family, never more than the training tasks have, none of a family held-out lacks
+    assert fams.count("read_report") == 4 and fams.count("ask_user") == 3 and "lights" not in fams
+    assert [t.id for t in sample] == [t.id for t in train if t in sample]  # the training order
+    assert [t.id for t in _stages.train_sample(train, held, 4, seed=0)] == [t.id for t in sample]
+    draws = {tuple(t.id for t in _stages.train_sample(train, held, 4, seed=s)) for s in range(6)}
+    assert len(draws) > 1
+    assert len(_stages.train_sample(train, held[:2], 4, seed=0)) == 2  # capped at the held-out count

@@ -91,7 +91,7 @@ def test_length_bias_quick_prints_one_json_line_last(tmp_path):
 @pytest.mark.slow
 def test_rl_budget_quick_prints_one_json_line_last(tmp_path):
     res = run_quick("rl_budget.py", tmp_path, "--variant", "demo:", "--variant",
-                    "big:train.grpo.per_device_train_batch_size=16;train.grpo.learning_rate=3e-4")
+                    "big:train.grpo.per_device_train_batch_size=16;train.grpo.learning_rate=3e-4", "--train-eval", "2")
     assert {"primed", "variants", "settings", "machine", "minutes", "seeds"} <= set(res)
     assert res["seeds"] == [0] and res["variant_list"] == ["demo", "big"]
     assert res["variants"]["big"]["overrides"] == ["train.grpo.per_device_train_batch_size=16",
@@ -113,8 +113,20 @@ def test_rl_budget_quick_prints_one_json_line_last(tmp_path):
         assert set(seed["by_tool"]) == set(fams)
         # pass@k of the trained policy: at least its sampled success (a task solved in a sample is solved at k)
         assert seed["grpo_success"] <= seed["grpo_pass_at_k"] <= 1.0
-    # both variants trained the seed's one primed checkpoint, and were evaluated on its held-out tasks
+    # --train-eval: the primed policy (once a seed) and each trained one on a sample of the seed's training tasks
     work = tmp_path / "work" / "seed-0"
+    from bench import _stages
+
+    train, held = _stages.load_split(work / "tasks")
+    n = len(_stages.train_sample(train, held, 2, seed=0))
+    primed_te = json.loads((work / "train_eval" / "primed_2.json").read_text())
+    for name in ("demo", "big"):
+        te, row = res["variants"][name]["per_seed"]["0"]["train_eval"], res["variants"][name]
+        assert n > 0 and te["tasks"] == n and te["primed"] == primed_te
+        assert 0.0 <= te["trained"]["success"] <= 1.0 and sum(f["tasks"] for f in te["trained"]["by_tool"].values()) == n
+        assert row["train_gain"]["mean"] == pytest.approx(te["trained"]["success"] - te["primed"]["success"])
+        assert (work / name / "train_eval" / "summary.json").is_file()
+    # both variants trained the seed's one primed checkpoint, and were evaluated on its held-out tasks
     assert (work / "sft" / "config.json").is_file() and (work / "eval" / "sft" / "summary.json").is_file()
     for name in ("demo", "big"):
         assert (work / name / "grpo" / "final" / "config.json").is_file()
