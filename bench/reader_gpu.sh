@@ -18,6 +18,7 @@
 #                                      #   3 seeds, from each arm's primed seeds (warm /tmp/rq, or the tarballs carried in .carry/rq)
 #        (a variant with train.replay.coef > 0 replays each seed's priming traces in the loss, rl.replay;
 #         seeds carried without their prime/ folder get the same traces made again, bench/_stages.replay_traces)
+#        TRAIN_EVAL=K also evaluates the primed and trained policies on K training tasks per held-out family
 #        PHASE=prepare ... then PHASE=train ...  # two back-to-back calls (a warm machine keeps /tmp/rlb/<hash of NAME and SETS>):
 #                                      #   priming + primed evaluation, then Dr. GRPO from those checkpoints
 # Carry .whl and .carry. Results go to $OUT (the device tool brings them back).
@@ -128,7 +129,7 @@ case "$1" in
       arm_sets "$arm"; name=$NAME; names+=("$name")
       python3 bench/rl_budget.py --seeds "${SEEDS:-0,1,2}" "${GPU[@]}" --set "base=/tmp/bases/${BASE:-0.66M}" "${SET[@]}" \
         --threads "${THREADS:-2}" --job-timeout "${RL_TIMEOUT:-500}" --workers "${WORKERS:-$((6 / ${#arms[@]}))}" \
-        $(for v in ${VARIANTS:-demo:}; do echo --variant "$v"; done) --out "/tmp/rq/$name" \
+        --train-eval "${TRAIN_EVAL:-0}" $(for v in ${VARIANTS:-demo:}; do echo --variant "$v"; done) --out "/tmp/rq/$name" \
         --save "$OUT/rl_budget_multistep_reader_${name}_answers_gpu.json" > "/tmp/rl_$name.log" 2>&1 &
     done
     wait
