@@ -237,6 +237,8 @@ def main() -> int:
     _stages.add_run_options(ap, workers_help="jobs at a time (default: cpus // 2, at least 1)",
                             save_help="also write the JSON here (e.g. bench/results/rl_budget.json)")
     args = ap.parse_args()
+    if args.train_eval < 0:
+        raise SystemExit(f"rl_budget: --train-eval {args.train_eval}: give a count of tasks per family, 0 for none")
     if args.worker:
         return _stages.worker_entry(args.worker, worker)
 
