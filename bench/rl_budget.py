@@ -99,7 +99,7 @@ def worker_variant(spec: dict[str, Any]) -> dict[str, Any]:
     seed_dir, out = Path(spec["seed_dir"]), Path(spec["dir"])
     cfg = _stages.demo_config([*spec["overrides"], *spec["variant"], f"out_dir={out}"])
     backend = _stages.backend_of(cfg, out)
-    _train, held = _stages.load_split(seed_dir / "tasks")
+    train, held = _stages.load_split(seed_dir / "tasks")
     t0 = time.perf_counter()
     res: dict[str, Any] = {"variant": spec["name"], "seed": cfg.seed}
     res.update(_stages.run_grpo(cfg, seed_dir / "tasks", seed_dir / "sft", out / "grpo"))
@@ -110,22 +110,24 @@ def worker_variant(spec: dict[str, Any]) -> dict[str, Any]:
     res["curves"] = {k: quarters(hist, k) for k in CURVES}
     res["rollout_totals"] = rollout_totals(hist)  # what the difficulty filter / extra generations did
     ev = _stages.evaluate(cfg, Path(res["final_dir"]), held, out / "eval", backend)
+    minutes = {"grpo": round((t1 - t0) / 60, 2), "eval": round((time.perf_counter() - t1) / 60, 2)}
     if spec.get("train_eval"):
-        res["train_eval"] = train_eval(cfg, seed_dir, Path(res["final_dir"]), out, backend, spec["train_eval"])
+        t2 = time.perf_counter()
+        sample = _stages.train_sample(train, held, spec["train_eval"], cfg.seed)
+        res["train_eval"] = train_eval(cfg, seed_dir, Path(res["final_dir"]), sample, out, backend, spec["train_eval"])
+        minutes["train_eval"] = round((time.perf_counter() - t2) / 60, 2)
     res.update(grpo_success=ev["success"], grpo_greedy_success=ev["greedy_success"], by_tool=ev["by_tool"],
                grpo_multistep_success=ev["multistep_success"],
                grpo_multistep_greedy_success=ev["multistep_greedy_success"],
-               grpo_pass_at_k=ev["pass_at_k"], grpo_multistep_pass_at_k=ev["multistep_pass_at_k"],
-               minutes={"grpo": round((t1 - t0) / 60, 2), "eval": round((time.perf_counter() - t1) / 60, 2)})
+               grpo_pass_at_k=ev["pass_at_k"], grpo_multistep_pass_at_k=ev["multistep_pass_at_k"], minutes=minutes)
     return res
 
 
-def train_eval(cfg: Any, seed_dir: Path, trained: Path, out: Path, backend: str, per_family: int) -> dict[str, Any]:
+def train_eval(cfg: Any, seed_dir: Path, trained: Path, sample: list[Any], out: Path, backend: str,
+               per_family: int) -> dict[str, Any]:
     """The primed and the trained policy on a sample of their own training tasks (_stages.train_sample), with
     the held-out evaluation's settings: held-out flat with training tasks up is a fitted policy, both flat one
     that never learnt. The primed figure is the seed's, kept in its folder for every variant."""
-    train, held = _stages.load_split(seed_dir / "tasks")
-    sample = _stages.train_sample(train, held, per_family, cfg.seed)
 
     def figures(ev: dict[str, Any]) -> dict[str, Any]:
         return {k: ev[k] for k in ("success", "greedy_success", "multistep_success", "multistep_greedy_success",

@@ -125,7 +125,7 @@ def test_rl_budget_quick_prints_one_json_line_last(tmp_path):
         assert n > 0 and te["tasks"] == n and te["primed"] == primed_te
         assert 0.0 <= te["trained"]["success"] <= 1.0 and sum(f["tasks"] for f in te["trained"]["by_tool"].values()) == n
         assert row["train_gain"]["mean"] == pytest.approx(te["trained"]["success"] - te["primed"]["success"])
-        assert (work / name / "train_eval" / "summary.json").is_file()
+        assert (work / name / "train_eval" / "summary.json").is_file() and "train_eval" in row["per_seed"]["0"]["minutes"]
     # both variants trained the seed's one primed checkpoint, and were evaluated on its held-out tasks
     assert (work / "sft" / "config.json").is_file() and (work / "eval" / "sft" / "summary.json").is_file()
     for name in ("demo", "big"):
