@@ -21,7 +21,10 @@ episode meets them:
   was text that asked nothing, or a tool call broken into text);
 - ``solved``.
 
-Plus the terminations (``max_tokens``: the completion budget ran out) and a few failed episodes per
+Plus the terminations (``max_tokens``: the completion budget ran out), the solved share per held-out entity
+(``by_entity``: the ids the gold calls name and the gold tools; the split holds out a few ids per family, so
+one id can carry a seed), where the read_report answer's values come from (``answers``: each ``"key": "value"``
+pair an episode that made its gold reads wrote, against the reads' outputs) and a few failed episodes per
 outcome as examples. One JSON line last.
 """
 
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -58,6 +62,46 @@ def _calls(traj: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _said(traj: dict[str, Any]) -> str:
     return " ".join(m.get("content") or "" for m in traj.get("messages", []) if m.get("role") == "assistant")
+
+
+def _pairs(value: Any) -> set[tuple[str, str]]:
+    """Every (key, value) of a tool output, nested records included, values as the answer writes them."""
+    found: set[tuple[str, str]] = set()
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(v, (dict, list)):
+                found |= _pairs(v)
+            else:
+                found.add((str(k), v if isinstance(v, str) else json.dumps(v)))
+    elif isinstance(value, list):
+        for v in value:
+            found |= _pairs(v)
+    return found
+
+
+_KEYED = re.compile(r'"([A-Za-z_]+)"\s*:\s*"([^"]*)"')
+
+
+def answer_sources(task: Any, traj: dict[str, Any]) -> Counter[str]:
+    """Where each ``"key": "value"`` pair of a read_report answer comes from, once the gold reads are made:
+    ``copied`` (the reads' outputs hold that value under that key), ``other_key`` (the outputs hold the value,
+    under another key), ``not_in_output`` (written from elsewhere: a value recalled or made up); and
+    ``asked_key`` / ``other_key_named``: whether the key is one the user asked for (a key whose output value is
+    an expected output). Empty when the gold reads were not all made."""
+    good = [c for c in _calls(traj) if c.get("name") and c["arguments"] is not None]
+    if not {a.name for a in task.gold_actions} <= {c["name"] for c in good}:
+        return Counter()
+    out = set().union(*(_pairs(c.get("output")) for c in good))
+    values = {v for _, v in out}
+    asked = {k for k, v in out if v in task.expected_outputs}
+    tally: Counter[str] = Counter()
+    for m in traj.get("messages", []):
+        if m.get("role") != "assistant" or m.get("tool_calls"):
+            continue
+        for k, v in _KEYED.findall(m.get("content") or ""):
+            tally["copied" if (k, v) in out else "other_key" if v in values else "not_in_output"] += 1
+            tally["asked_key" if k in asked else "other_key_named"] += 1
+    return tally
 
 
 def classify(task: Any, family: str, traj: dict[str, Any]) -> str:
@@ -99,6 +143,20 @@ def classify(task: Any, family: str, traj: dict[str, Any]) -> str:
     return "right_calls_unsolved"
 
 
+def entity_key(task: Any) -> str:
+    """``LK-1 get_home_device_status``: the ids a task's gold calls name, then its gold tools."""
+    from synth.task_families import entities
+
+    return f"{','.join(sorted(entities(task))) or '-'} {'+'.join(a.name for a in task.gold_actions)}"
+
+
+def answer_shares(tally: Counter[str]) -> dict[str, Any]:
+    """``answer_sources`` pooled over episodes: the pairs counted and each source's and key's share."""
+    pairs = tally["copied"] + tally["other_key"] + tally["not_in_output"]
+    return {"pairs": pairs, **{k: round(tally[k] / pairs, 3) if pairs else None
+                               for k in ("copied", "other_key", "not_in_output", "asked_key")}}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("eval_dir")
@@ -114,6 +172,8 @@ def main() -> int:
     per: dict[str, Counter[str]] = defaultdict(Counter)
     ends: dict[str, Counter[str]] = defaultdict(Counter)
     examples: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_entity: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+    sources: Counter[str] = Counter()
     for line in (Path(args.eval_dir) / "trajectories.jsonl").read_text().splitlines():
         traj = json.loads(line)
         task = tasks.get(traj["task_id"])
@@ -123,6 +183,11 @@ def main() -> int:
         what = classify(task, fam, traj)
         per[fam][what] += 1
         ends[fam][traj.get("termination") or "?"] += 1
+        cell = by_entity[fam][entity_key(task)]
+        cell[0] += 1
+        cell[1] += what == "solved"
+        if fam == "read_report":
+            sources += answer_sources(task, traj)
         if what != "solved" and len(examples[f"{fam}/{what}"]) < args.examples:
             examples[f"{fam}/{what}"].append({
                 "task": task.instruction, "gold": [a.model_dump() for a in task.gold_actions],
@@ -131,8 +196,11 @@ def main() -> int:
                 "said": _said(traj)[-400:]})
     result = {"families": {f: {"episodes": sum(c.values()),
                                "share": {k: round(v / sum(c.values()), 3) for k, v in c.most_common()},
-                               "terminations": dict(ends[f])} for f, c in per.items()},
-              "examples": examples, "eval_dir": args.eval_dir}
+                               "terminations": dict(ends[f]),
+                               "by_entity": {k: {"episodes": n, "solved": round(ok / n, 3)}
+                                             for k, (n, ok) in sorted(by_entity[f].items())}}
+                           for f, c in per.items()},
+              "answers": answer_shares(sources), "examples": examples, "eval_dir": args.eval_dir}
     if args.save:
         Path(args.save).write_text(json.dumps(result, indent=2) + "\n")
     emit(result, head=("families",))

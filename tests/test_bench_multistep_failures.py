@@ -44,3 +44,69 @@ def test_lookup_episodes_name_the_first_wrong_step() -> None:
     assert classify(LOOKUP, "lookup_act", _traj([write])) == "wrong_first_tool"
     right = {**write, "arguments": {"device_id": "LT-2", "on": False}}
     assert classify(LOOKUP, "lookup_act", _traj([READ, right])) == "right_calls_unsolved"
+
+
+REPORT = SimpleNamespace(
+    gold_actions=[SimpleNamespace(name="get_home_device_status", arguments={"device_id": "LT-1"})],
+    expected_outputs=["Hallway light", "light"])
+STATUS = {"name": "get_home_device_status", "arguments": {"device_id": "LT-1"},
+          "output": {"device_id": "LT-1", "type": "light", "name": "Hallway light", "room": "hallway",
+                     "on": True, "recent_activity": [{"seq": 1, "device_id": "LT-1", "action": "on=True"}]}}
+
+
+def test_answer_sources_tell_a_copied_value_from_one_written_from_elsewhere() -> None:
+    sources = _bench().answer_sources
+    # section 23's seed-0 episode: the right read, then a name no output holds and the right type
+    said = _traj([STATUS], said='All done. "type": "light", "name": "Kitchen light"')
+    assert sources(REPORT, said) == {"copied": 1, "not_in_output": 1, "asked_key": 2}
+    # a value of the output under the wrong key, and a key the user did not ask for
+    said = _traj([STATUS], said='All done. "name": "hallway", "room": "hallway"')
+    assert sources(REPORT, said) == {"other_key": 1, "copied": 1, "asked_key": 1, "other_key_named": 1}
+    # nested records count: the activity's device id is in the output
+    said = _traj([STATUS], said='"device_id": "LT-1"')
+    assert sources(REPORT, said)["copied"] == 1
+    # without the gold read there is nothing to copy from, so nothing is counted
+    assert sources(REPORT, _traj([], said='"name": "Hallway light"')) == {}
+
+
+def test_answer_shares_pool_the_pairs_and_entities_key_the_held_out_ids() -> None:
+    bench = _bench()
+    from collections import Counter
+
+    shares = bench.answer_shares(Counter({"copied": 3, "not_in_output": 1, "asked_key": 2, "other_key_named": 2}))
+    assert shares == {"pairs": 4, "copied": 0.75, "other_key": 0.0, "not_in_output": 0.25, "asked_key": 0.5}
+    assert bench.answer_shares(Counter())["copied"] is None
+    assert bench.entity_key(REPORT) == "LT-1 get_home_device_status"
+    assert bench.entity_key(LOOKUP) == "LT-2 list_home_devices+set_home_light"
+
+
+def test_the_report_counts_each_held_out_entity_and_the_answers(tmp_path, monkeypatch, capsys) -> None:
+    import json
+    import sys
+
+    task = {"id": "read_report-t204-00074-home_devices", "domain": "home_devices", "seed": 21,
+            "instruction": 'Show device "LT-1"; tell me the "name" and the "type".',
+            "gold_actions": [{"name": "get_home_device_status", "arguments": {"device_id": "LT-1"}}],
+            "expected_outputs": ["Hallway light", "light"], "tools": ["get_home_device_status"],
+            "persona": "Kofi", "user_scenario": {"persona": "Kofi", "reason_for_call": "a device's state",
+                                                 "known_info": {"device id": "LT-1"}, "task_instructions": "Ask."},
+            "rubric": {"success_criteria": ["the agent tells the user the name: Hallway light"]},
+            "difficulty": "easy", "final_state_hash": "0" * 64}
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "tasks.jsonl").write_text(json.dumps(task) + "\n")
+    solved = {**_traj([STATUS], solved=True, said='"name": "Hallway light", "type": "light"'),
+              "task_id": task["id"], "termination": "user_stop"}
+    guessed = {**_traj([STATUS], said='"name": "Kitchen light", "type": "light"'),
+               "task_id": task["id"], "termination": "user_stop"}
+    (tmp_path / "eval").mkdir()
+    (tmp_path / "eval" / "trajectories.jsonl").write_text("".join(json.dumps(t) + "\n" for t in (solved, guessed)))
+    save = tmp_path / "out.json"
+    monkeypatch.setattr(sys, "argv", ["multistep_failures.py", str(tmp_path / "eval"), str(tmp_path / "tasks"),
+                                      "--save", str(save)])
+    assert _bench().main() == 0
+    got = json.loads(save.read_text())
+    family = got["families"]["read_report"]
+    assert family["share"] == {"solved": 0.5, "value_not_said_but_in_output": 0.5}
+    assert family["by_entity"] == {"LT-1 get_home_device_status": {"episodes": 2, "solved": 0.5}}
+    assert got["answers"] == {"pairs": 4, "copied": 0.75, "other_key": 0.0, "not_in_output": 0.25, "asked_key": 1.0}
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["families"]["read_report"]["episodes"] == 2
