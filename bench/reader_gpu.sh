@@ -141,9 +141,12 @@ case "$1" in
           --save "/tmp/rlf/${name}_${v}_s$s.json" | cut -c1-400; done; done; done
     python3 -c "import json,sys,pathlib; print(json.dumps({p.stem: json.loads(p.read_text()) for p in sorted(pathlib.Path(sys.argv[1]).glob('*.json'))}))" \
       /tmp/rlf > "$OUT/multistep_failures_reader_answers_grpo_gpu.json"
-    # every trained policy's held-out episodes (a few MB): per-task and per-entity counts are made on the CPU
+    # every trained policy's held-out episodes and the policy itself (a few MB each at 0.66M): per-entity counts
+    # and teacher-forced probes are made on the CPU afterwards
     (cd / && find tmp/rq -path '*/eval/trajectories.jsonl' -print0 \
       | tar czf "$OUT/eval_trajectories.tgz" --null -T -) || true
+    (cd / && find tmp/rq -mindepth 4 -maxdepth 4 -type d -name final -print0 \
+      | tar czf "$OUT/trained_policies.tgz" --exclude='checkpoint-*' --null -T -) || true
     ;;
   failures)
     # the reader base and the shipped one, primed side by side; each multi-step failure sorted by its first wrong step
