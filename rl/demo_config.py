@@ -67,10 +67,11 @@ class DemoConfig(BaseModel):
                                                   "them under (tell me the \"name\" and the \"type\"), the tokens a "
                                                   "keyed answer repeats (issue 28)")
     condition: str = Field("all", description="the priming condition (synth.behaviours.CONDITIONS)")
-    answers: Literal["plain", "quoted", "keyed"] = Field(
+    answers: Literal["plain", "quoted", "keyed", "keyed_plan"] = Field(
         "keyed", description="how priming traces say the task's outputs: plain, quoted as a JSON tool output writes "
-                             "them (the output's token ids), or keyed (`\"name\": \"Porch light\"`, the output's own "
-                             "key-value pair) (synth.behaviours.ANSWER_STYLES; issue 28)")
+                             "them (the output's token ids), keyed (`\"name\": \"Porch light\"`, the output's own "
+                             "key-value pair), or keyed_plan (keyed, and the plan names the keys the user asked for) "
+                             "(synth.behaviours.ANSWER_STYLES; issue 28)")
     # max_length 2048 (the base's context): a look-up trace with the whole device list runs to ~2,000 tokens;
     # batches of similar lengths: random batches of the demo's traces pad 703k tokens to 1.22M
     # 2 epochs, not 3: the third took 2 of the 2-core demo's minutes; primed on the H200 it is worth 3.8 points
