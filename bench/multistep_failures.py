@@ -24,8 +24,8 @@ episode meets them:
 Plus the terminations (``max_tokens``: the completion budget ran out), the solved share per held-out entity
 (``by_entity``: the ids the gold calls name and the gold tools; the split holds out a few ids per family, so
 one id can carry a seed), where the read_report answer's values come from (``answers``: each ``"key": "value"``
-pair an episode that made its gold reads wrote, against the reads' outputs) and a few failed episodes per
-outcome as examples. One JSON line last.
+pair an episode that made its gold reads wrote, against the reads' outputs), whether a read_report plan names
+the asked keys (``plan_keys``, for answers=keyed_plan priming) and a few failed episodes per outcome as examples. One JSON line last.
 """
 
 from __future__ import annotations
@@ -143,6 +143,24 @@ def classify(task: Any, family: str, traj: dict[str, Any]) -> str:
     return "right_calls_unsolved"
 
 
+_PLAN_KEYS = re.compile(r'\) tell the (.*?)\.(?:\s|$)')
+
+
+def plan_keys(task: Any, traj: dict[str, Any]) -> str:
+    """What the first turn's plan says it will tell (answers=keyed_plan priming: `2) tell the "room" and the
+    "type".`) against the keys the request asks for: ``same_order``, ``same_set``, ``one_asked`` (some asked
+    key, not all), ``none_asked``, or ``no_plan_step``."""
+    from synth.behaviours import asked_fields
+
+    first = next((m.get("content") or "" for m in traj.get("messages", []) if m.get("role") == "assistant"), "")
+    m = _PLAN_KEYS.search(first)
+    if not m:
+        return "no_plan_step"
+    said, asked = re.findall(r'"([A-Za-z_]+)"', m.group(1)), asked_fields(task)
+    return ("same_order" if said == asked else "same_set" if set(said) == set(asked)
+            else "one_asked" if set(said) & set(asked) else "none_asked")
+
+
 def entity_key(task: Any) -> str:
     """``LK-1 get_home_device_status``: the ids a task's gold calls name, then its gold tools."""
     from synth.task_families import entities
@@ -174,6 +192,7 @@ def main() -> int:
     examples: dict[str, list[dict[str, Any]]] = defaultdict(list)
     by_entity: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
     sources: Counter[str] = Counter()
+    planned: Counter[str] = Counter()
     for line in (Path(args.eval_dir) / "trajectories.jsonl").read_text().splitlines():
         traj = json.loads(line)
         task = tasks.get(traj["task_id"])
@@ -188,6 +207,7 @@ def main() -> int:
         cell[1] += what == "solved"
         if fam == "read_report":
             sources += answer_sources(task, traj)
+            planned[plan_keys(task, traj)] += 1
         if what != "solved" and len(examples[f"{fam}/{what}"]) < args.examples:
             examples[f"{fam}/{what}"].append({
                 "task": task.instruction, "gold": [a.model_dump() for a in task.gold_actions],
@@ -200,7 +220,8 @@ def main() -> int:
                                "by_entity": {k: {"episodes": n, "solved": round(ok / n, 3)}
                                              for k, (n, ok) in sorted(by_entity[f].items())}}
                            for f, c in per.items()},
-              "answers": answer_shares(sources), "examples": examples, "eval_dir": args.eval_dir}
+              "answers": answer_shares(sources),
+              "plan_keys": {k: round(v / sum(planned.values()), 3) for k, v in planned.most_common()}, "examples": examples, "eval_dir": args.eval_dir}
     if args.save:
         Path(args.save).write_text(json.dumps(result, indent=2) + "\n")
     emit(result, head=("families",))

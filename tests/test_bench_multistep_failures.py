@@ -110,3 +110,21 @@ def test_the_report_counts_each_held_out_entity_and_the_answers(tmp_path, monkey
     assert family["by_entity"] == {"LT-1 get_home_device_status": {"episodes": 2, "solved": 0.5}}
     assert got["answers"] == {"pairs": 4, "copied": 0.75, "other_key": 0.0, "not_in_output": 0.25, "asked_key": 1.0}
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["families"]["read_report"]["episodes"] == 2
+
+
+def test_plan_keys_compare_the_planned_keys_with_the_asked_ones() -> None:
+    plan_keys = _bench().plan_keys
+    task = SimpleNamespace(instruction='Show device "LT-1", then tell me the "name" and the "type".')
+
+    def first(text: str) -> dict:
+        return {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": text},
+                             {"role": "assistant", "content": 'later: 9) tell the "name" and the "type".'}]}
+
+    assert plan_keys(task, first('Plan: 1) get home device status LT-1 2) tell the "name" and the "type".')) \
+        == "same_order"
+    assert plan_keys(task, first('Plan: 1) read LT-1 2) tell the "type" and the "name". To read I need LT-1.')) \
+        == "same_set"
+    assert plan_keys(task, first('Plan: 1) read LT-1 2) tell the "name" and the "room".')) == "one_asked"
+    assert plan_keys(task, first('Plan: 1) read LT-1 2) tell the "room" and the "room".')) == "none_asked"
+    # only the first turn counts: a later plan does not make up for a first one without the step
+    assert plan_keys(task, first("Plan: 1) get home device status LT-1.")) == "no_plan_step"
