@@ -150,13 +150,13 @@ def plan_keys(task: Any, traj: dict[str, Any]) -> str:
     """What the first turn's plan says it will tell (answers=keyed_plan priming: `2) tell the "room" and the
     "type".`) against the keys the request asks for: ``same_order``, ``same_set``, ``one_asked`` (some asked
     key, not all), ``none_asked``, or ``no_plan_step``."""
-    from synth.behaviours import asked_fields
+    from synth.task_values import asked_fields
 
     first = next((m.get("content") or "" for m in traj.get("messages", []) if m.get("role") == "assistant"), "")
     m = _PLAN_KEYS.search(first)
     if not m:
         return "no_plan_step"
-    said, asked = re.findall(r'"([A-Za-z_]+)"', m.group(1)), asked_fields(task)
+    said, asked = re.findall(r'"([A-Za-z_]+)"', m.group(1)), asked_fields(task.instruction)
     return ("same_order" if said == asked else "same_set" if set(said) == set(asked)
             else "one_asked" if set(said) & set(asked) else "none_asked")
 

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from synth.episode import SYSTEM_PROMPTS, LLMAgent, Trajectory
 from synth.tasks import Action, Task, names_match
-from synth.task_values import json_pair
+from synth.task_values import asked_fields, json_pair
 from synth.usersim import contains_all, key_phrase, user_only_info
 from toolzoo.spec import Domain, ToolSpec
 
@@ -66,14 +66,11 @@ CONDITION_MIX: dict[Condition, dict[Behaviour, float]] = {
 }
 STEP_MARKER_P = 0.5
 # How the final answer says the outputs: plain (`All done. lock, Porch light`), quoted as a JSON tool
-# output writes them (`"lock"`: in prose 80% of values change token ids, bench/reader_tokens.py), or keyed
-# (`"type": "lock"`, the output's own pair: once the key is said the value is an induction copy). Issue 28.
-# keyed_plan: keyed, and the plan ends with the keys the user asked for (`3) tell the "mode" and the "type"`),
-# copied while the request is the latest message: trained answers named an asked key in only 43-62% of pairs
-# (bench/results/reader_gpu.md section 23), so the answer turn gets a nearer source for the key too.
+# output writes them (`"lock"`: in prose 80% of values change token ids, bench/reader_tokens.py), keyed
+# (`"type": "lock"`, the output's own pair: once the key is said the value is an induction copy), or keyed_plan
+# (keyed, the plan ending `3) tell the "mode" and the "type"`; reader_gpu.md sections 23-24). Issue 28.
 ANSWER_STYLES = ("plain", "quoted", "keyed", "keyed_plan")
 AnswerStyle = Literal["plain", "quoted", "keyed", "keyed_plan"]
-_ASKED_FIELD = re.compile(r'\bthe "([a-z_]+)"')
 PLAIN_SENTENCE = "Sure, working on it."   # the `none` condition's one non-behavioural sentence
 FILLER = "."                               # the `length_matched` condition's filler character
 
@@ -148,12 +145,6 @@ def _pairs(obj: Any) -> Iterator[tuple[str, Any]]:
     elif isinstance(obj, list):
         for v in obj:
             yield from _pairs(v)
-
-
-def asked_fields(task: Task) -> list[str]:
-    """The output keys the request asks for by name, in its order (`tell me the "name" and the "type"`: the
-    request quotes them with quote_fields); [] when it names none."""
-    return list(dict.fromkeys(_ASKED_FIELD.findall(task.instruction)))
 
 
 def keyed_value(value: str, messages: Sequence[dict[str, Any]]) -> str:
@@ -330,10 +321,9 @@ class BehaviourAgent:
             tail = (f"first {phrase(first, known)}." if first is not goal else "I have them, so I start there.")
             parts.append(self._say("backward_chaining", f"To {phrase(goal, known)} I need {need}; {tail}"))
         if self.plan:
-            steps = [f"{i + 1}) {phrase(a, known)}" for i, a in enumerate(self.actions)]
-            if self.answers == "keyed_plan" and (asked := asked_fields(self.task)):
-                steps.append(f"{len(steps) + 1}) tell the " + " and the ".join(json.dumps(f) for f in asked))
-            parts.append(self._say("subgoal", f"Plan: {' '.join(steps)}."))
+            keys = " and the ".join(map(json.dumps, asked_fields(self.task.instruction)))
+            todo = [phrase(a, known) for a in self.actions] + [f"tell the {keys}"] * (self.answers == "keyed_plan" and bool(keys))
+            parts.append(self._say("subgoal", "Plan: " + " ".join(f"{i + 1}) {x}" for i, x in enumerate(todo)) + "."))
         if self.plan and self.backward and self.plan_first:
             parts.reverse()
         return " ".join(parts)

@@ -1,10 +1,12 @@
 """How task synthesis names, matches and writes values: does an output field feed a parameter
 (`names_match`), does a value look like an id (`id_like`), a field or value in words
-(`humanize`, `fmt`), and a field with its value as a JSON tool output writes the pair (`json_pair`)."""
+(`humanize`, `fmt`), a field with its value as a JSON tool output writes the pair (`json_pair`), and the
+fields a request asks for by name (`asked_fields`)."""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from toolzoo.arguments import singular
@@ -68,3 +70,12 @@ def _dumps(obj: Any) -> str:
 def json_pair(key: str, value: Any) -> str:
     """`"key": value` exactly as json.dumps writes the pair inside a tool output (the same tokens)."""
     return json.dumps({key: value}, ensure_ascii=False)[1:-1]
+
+
+_ASKED_FIELD = re.compile(r'\bthe "([a-z_]+)"')
+
+
+def asked_fields(instruction: str) -> list[str]:
+    """The output keys a request asks for by name, in its order (`tell me the "name" and the "type"`: the
+    request quotes them with quote_fields); [] when it names none."""
+    return list(dict.fromkeys(_ASKED_FIELD.findall(instruction)))
