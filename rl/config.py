@@ -132,6 +132,9 @@ class DataConfig(_Section):
                                        "name); None: all")
     max_tasks: int | None = Field(None, gt=0)
     shuffle: bool = True
+    balance: Literal["none", "kind"] = Field(
+        "none", description="how RL draws its tasks: uniformly, or `kind`: each kind of task (its family and the "
+                            "sort of record it names, rl.balance) equally often, however many tasks it has")
 
     @field_validator("domains", "families")
     @classmethod

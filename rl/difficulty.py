@@ -43,8 +43,10 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+
+from rl.balance import weighted_sample
 
 __all__ = ["DifficultyFilter", "Selection"]
 
@@ -62,8 +64,10 @@ class Selection:
 class DifficultyFilter:
     """A per-task record of the group outcomes seen in this run, and the choice of the step's tasks."""
 
-    def __init__(self, task_ids: Iterable[str], *, window: int = 1, readmit: float = 0.1, seed: int | None = 0):
+    def __init__(self, task_ids: Iterable[str], *, window: int = 1, readmit: float = 0.1, seed: int | None = 0,
+                 weights: Mapping[str, float] | None = None):
         self.task_ids = sorted(set(task_ids))
+        self.weights = weights  # replacements drawn in proportion to them (rl.balance); None: uniformly
         if not self.task_ids:
             raise ValueError("no tasks to filter")
         if window < 1:
@@ -103,7 +107,7 @@ class DifficultyFilter:
         if drop:
             busy = set(groups)
             pool = [t for t in self.task_ids if t not in busy and not self.marked(t)]
-            picks = rng.sample(pool, min(len(drop), len(pool)))
+            picks = weighted_sample(pool, self.weights, len(drop), rng)
             for k, tid in zip(drop, picks, strict=False):
                 out[k] = tid
                 filtered += 1

@@ -44,6 +44,7 @@ from typing import Any
 
 import anyio
 
+from rl.balance import draw_weights, weighted_rows, weighted_sample
 from rl.batcher import GenerationBatcher
 from rl.generation import GenRequest, GenResult, Generator, RolloutError, Sampling, cut_at_eos
 from rl.generators import HFGenerator, VLLMGenerator
@@ -129,6 +130,7 @@ class MultiTurnRollout:
         generation_memory: str = "work",
         generation_memory_cap: float = 0.5,
         fsdp_generation: str = "sharded",
+        balance: str = "none",
     ):
         from sandboxes import SandboxConfig
         from synth.usersim import ScriptedUser
@@ -170,12 +172,13 @@ class MultiTurnRollout:
         self.generation_memory, self.generation_memory_cap = generation_memory, generation_memory_cap
         self.fsdp_generation = fsdp_generation
         self._longest_prompt: int | None = None
+        self.weights = draw_weights(tasks, balance)  # task id -> draw weight; None: uniform draws
         self.difficulty = None  # rl.difficulty.DifficultyFilter, from a DifficultyFilterConfig that is enabled
         if difficulty_filter is not None and difficulty_filter.enabled:
             from rl.difficulty import DifficultyFilter
 
             self.difficulty = DifficultyFilter(self.tasks, window=difficulty_filter.window,
-                                               readmit=difficulty_filter.readmit, seed=seed)
+                                               readmit=difficulty_filter.readmit, seed=seed, weights=self.weights)
         self.rank, self.world_size = 0, 1  # set per call from the trainer (rl.distributed)
         self.policy: Any = None  # rl.distributed.PolicyForGeneration, for transformers generation
         self.vllm_streaming = vllm_streaming
@@ -285,7 +288,9 @@ class MultiTurnRollout:
         tasks = list(self.tasks.values())
         order: list[Task] = []
         for r in range(-(-max(min_rows, len(tasks)) // len(tasks))):
-            order += random.Random(seed * 7919 + r).sample(tasks, len(tasks)) if shuffle else tasks
+            rng = random.Random(seed * 7919 + r)  # balance=kind: each round draws the kinds equally (rl.balance)
+            order += (weighted_rows(tasks, self.weights, rng) if self.weights
+                      else rng.sample(tasks, len(tasks)) if shuffle else tasks)
         return datasets.Dataset.from_list([{"prompt": self.prompt_for(t), "task_id": t.id} for t in order])
 
     def task_of(self, prompt: Any) -> Task:
@@ -546,7 +551,7 @@ class MultiTurnRollout:
             if not pool and not lockstep:
                 break
             rng = random.Random(f"{self.seed}/{step}/{rnd}")
-            picks = rng.sample(pool, min(len(flat), len(pool)))
+            picks = weighted_sample(pool, self.weights, len(flat), rng)
             used.update(picks)
             fresh = self._episodes([self.tasks[t] for t in picks for _ in range(g)], generator, step, first, stats)
             first += len(fresh)

@@ -251,7 +251,8 @@ def train(cfg: TrainConfig, *, run_dir: Path | None = None, resume_from: str | N
         hf_continuous_batching=ro.hf_continuous_batching, dynamic_sampling=ro.dynamic_sampling,
         vllm_streaming=ro.vllm_streaming, difficulty_filter=ro.difficulty_filter,
         extra_generations=ro.extra_generations, generation_memory=ro.generation_memory,
-        generation_memory_cap=ro.generation_memory_cap, fsdp_generation=ro.fsdp_generation)
+        generation_memory_cap=ro.generation_memory_cap, fsdp_generation=ro.fsdp_generation,
+        balance=cfg.data.balance)
     rollout.check_prompts_fit(context_limit(model_path, ro.vllm_max_model_length if ro.use_vllm else None))
     with rollout:
         trainer = build_trainer(cfg, run_dir, rollout, tokenizer, model_path, callbacks, **grpo_extra)
