@@ -24,7 +24,8 @@ episode meets them:
 Plus the terminations (``max_tokens``: the completion budget ran out), the solved share per held-out entity
 (``by_entity``: the ids the gold calls name and the gold tools; the split holds out a few ids per family, so
 one id can carry a seed), where the read_report answer's values come from (``answers``: each ``"key": "value"``
-pair an episode that made its gold reads wrote, against the reads' outputs), whether a read_report plan names
+pair an episode that made its gold reads wrote, against the reads' outputs; ``asked_written``: per key the
+request quotes, the share of answers that write it), whether a read_report plan names
 the asked keys (``plan_keys``, for answers=keyed_plan priming) and a few failed episodes per outcome as examples. One JSON line last.
 """
 
@@ -65,18 +66,11 @@ def _said(traj: dict[str, Any]) -> str:
 
 
 def _pairs(value: Any) -> set[tuple[str, str]]:
-    """Every (key, value) of a tool output, nested records included, values as the answer writes them."""
-    found: set[tuple[str, str]] = set()
-    if isinstance(value, dict):
-        for k, v in value.items():
-            if isinstance(v, (dict, list)):
-                found |= _pairs(v)
-            else:
-                found.add((str(k), v if isinstance(v, str) else json.dumps(v)))
-    elif isinstance(value, list):
-        for v in value:
-            found |= _pairs(v)
-    return found
+    """Every scalar (key, value) of a tool output, nested records included, values as the answer writes them."""
+    from synth.task_values import output_pairs
+
+    return {(str(k), v if isinstance(v, str) else json.dumps(v))
+            for k, v in output_pairs(value) if not isinstance(v, (dict, list))}
 
 
 _KEYED = re.compile(r'"([A-Za-z_]+)"\s*:\s*"([^"]*)"')
@@ -87,20 +81,28 @@ def answer_sources(task: Any, traj: dict[str, Any]) -> Counter[str]:
     ``copied`` (the reads' outputs hold that value under that key), ``other_key`` (the outputs hold the value,
     under another key), ``not_in_output`` (written from elsewhere: a value recalled or made up); and
     ``asked_key`` / ``other_key_named``: whether the key is one the user asked for (a key whose output value is
-    an expected output). Empty when the gold reads were not all made."""
+    an expected output); ``asked:KEY`` / ``written:KEY`` for each key the request quotes (1) and whether some
+    answer writes it (0 or 1). Empty when the gold reads were not all made."""
     good = [c for c in _calls(traj) if c.get("name") and c["arguments"] is not None]
     if not {a.name for a in task.gold_actions} <= {c["name"] for c in good}:
         return Counter()
     out = set().union(*(_pairs(c.get("output")) for c in good))
     values = {v for _, v in out}
     asked = {k for k, v in out if v in task.expected_outputs}
+    from synth.task_values import asked_fields
+
     tally: Counter[str] = Counter()
+    written: set[str] = set()
     for m in traj.get("messages", []):
         if m.get("role") != "assistant" or m.get("tool_calls"):
             continue
         for k, v in _KEYED.findall(m.get("content") or ""):
             tally["copied" if (k, v) in out else "other_key" if v in values else "not_in_output"] += 1
             tally["asked_key" if k in asked else "other_key_named"] += 1
+            written.add(k)
+    for k in asked_fields(task.instruction):  # the keys the request quotes: does any answer write each?
+        tally[f"asked:{k}"] += 1
+        tally[f"written:{k}"] += k in written
     return tally
 
 
@@ -171,8 +173,12 @@ def entity_key(task: Any) -> str:
 def answer_shares(tally: Counter[str]) -> dict[str, Any]:
     """``answer_sources`` pooled over episodes: the pairs counted and each source's and key's share."""
     pairs = tally["copied"] + tally["other_key"] + tally["not_in_output"]
+    asked = {k.split(":", 1)[1]: n for k, n in tally.items() if k.startswith("asked:")}
     return {"pairs": pairs, **{k: round(tally[k] / pairs, 3) if pairs else None
-                               for k in ("copied", "other_key", "not_in_output", "asked_key")}}
+                               for k in ("copied", "other_key", "not_in_output", "asked_key")},
+            # per key the request quotes: how many episodes asked it, and the share whose answer writes it
+            "asked_written": {k: {"asked": n, "written": round(tally[f"written:{k}"] / n, 3)}
+                              for k, n in sorted(asked.items(), key=lambda kv: -kv[1])}}
 
 
 def main() -> int:

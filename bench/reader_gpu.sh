@@ -14,6 +14,7 @@
 #   (answers and answers_rl: BASE=NAME picks /tmp/bases/NAME, default 0.66M, and an arm's own base=... wins;
 #    SEEDS=0,1,2 the seeds)
 #   bash bench/reader_gpu.sh drills    # the 0.66M reader base pretrained with prose and with keyed copy drills
+#                                      #   (STYLES="keyed2": two-field reads, base 0.66M_kd2)
 #   ARMS="keyed" bash bench/reader_gpu.sh answers_rl  # (or NAME:k=v,k=v; several arms side by side) Dr. GRPO,
 #                                      #   3 seeds, from each arm's primed seeds (warm /tmp/rq, or the tarballs carried in .carry/rq)
 #        (a variant with train.replay.coef > 0 replays each seed's priming traces in the loss, rl.replay;
@@ -57,12 +58,14 @@ case "$1" in
     # pairs), both at once on the one GPU; the corpus parts built on the 2-core machine are carried in
     # .carry/corpus/parts (the transcripts are shared, each style has its own drills), so each corpus is assembled,
     # not synthesised
-    for style in prose keyed; do
+    # STYLES picks the drill styles (default "prose keyed"; keyed2 -> base 0.66M_kd2, section 26)
+    base_of() { case $1 in prose) echo 0.66M ;; keyed) echo 0.66M_kd ;; *) echo "0.66M_${1/keyed/kd}" ;; esac; }
+    for style in ${STYLES:-prose keyed}; do
       python3 bench/reader_corpus.py --set multistep_per_family=100 --set copy_drills_per_length=100 \
         --set drill_style=$style --cache "$TOOLDOJO_CACHE/corpus" --workers 15 --seeds "" \
         --save "$OUT/reader_corpus_${style}_gpu.json" 2>&1 | tail -1 | cut -c1-300
     done
-    for style in prose keyed; do name=0.66M; [ $style = keyed ] && name=0.66M_kd
+    for style in ${STYLES:-prose keyed}; do name=$(base_of "$style")
       python3 bench/reader_sweep.py --device cuda --shapes "$name:128x2x4" "${CORPUS[@]}" \
         --pretrain-set corpus.drill_style=$style --pretrain-set corpus.workers=15 --pretrain-set seq_len=2048 \
         --pretrain-set batch_size=16 --max-minutes "${MINUTES:-4}" --job-timeout 420 --keep-bases /tmp/bases \
@@ -70,7 +73,8 @@ case "$1" in
     done
     wait
     tail -n 2 /tmp/sweep_*.log | cut -c1-600
-    for name in 0.66M 0.66M_kd; do [ -d "/tmp/bases/$name" ] && tar czf "$OUT/base_$name.tgz" -C /tmp/bases "$name"; done
+    for style in ${STYLES:-prose keyed}; do name=$(base_of "$style")
+      [ -d "/tmp/bases/$name" ] && tar czf "$OUT/base_$name.tgz" -C /tmp/bases "$name"; done
     ls -la "$OUT"
     ;;
   prime)

@@ -23,6 +23,11 @@ of robot R-3?` / `The status of robot R-3 is idle.` ``keyed``: as the demo's key
 (issue 28, answers=keyed with quote_fields and quote_values): the key and value quoted as the output writes
 the pair, `What is the "status" of robot "R-3"?` / `All done. "status": "idle"`, so the answer repeats the
 output's own tokens after the key (a copy an induction head can make) instead of mapping prose to a key.
+``keyed2``: keyed, except that a read asks for two of the record's fields, drawn at random, as the demo's
+read_report requests do (`Show robot "R-3" and tell me the "status" and the "zone".` / `All done. "status":
+"idle", "zone": "B"`): the answer's keys are then the request's, in its order, and no key is the usual one
+(bench/results/reader_gpu.md section 25: trained policies write an asked "name" in 90-97% of their answers and an
+asked "room" in 20-50%, whatever the request says).
 
 Outputs are drawn at ``lengths`` (tool-output tokens, estimated from characters with
 ``CHARS_PER_TOKEN``, measured on the base's tokenizer for JSON), so the copy skill is seen at 200,
@@ -45,7 +50,7 @@ __all__ = ["CHARS_PER_TOKEN", "copy_drills", "DRILL_LENGTHS", "DRILL_STYLES", "D
 
 CHARS_PER_TOKEN = 1.75  # JSON tool outputs on the base's 2,048-token BPE (rl/base): 1.6-1.9, measured
 DRILL_LENGTHS: tuple[int, ...] = (200, 500, 1000)
-DrillStyle = Literal["prose", "keyed"]
+DrillStyle = Literal["prose", "keyed", "keyed2"]
 DRILL_STYLES: tuple[str, ...] = get_args(DrillStyle)
 _FACTORS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32)
 _TAIL_NUMBER = re.compile(r"^(.*?)(\d+)$")
@@ -182,7 +187,7 @@ def _one(domain: Any, ns: dict[str, Any], state: dict[str, Any], target: int, rn
         call = {"role": "assistant", "content": "",
                 "tool_calls": [{"id": "c1", "type": "function", "function": {"name": tool.name, "arguments": args}}]}
         answer = {"role": "tool", "name": tool.name, "tool_call_id": "c1", "content": out_text}
-        keyed = style == "keyed"
+        keyed = style in ("keyed", "keyed2")
         if unique and rng.random() < 0.5:
             kf, kv = rng.choice(unique)
             user = (f"Which {noun} has {json_pair(kf, kv)}? I need its {json.dumps(id_field)}." if keyed
@@ -199,6 +204,11 @@ def _one(domain: Any, ns: dict[str, Any], state: dict[str, Any], target: int, rn
             else:
                 final = {"role": "assistant", "content": f"All done. {json_pair(id_field, rid)}" if keyed
                          else f"The {noun} with {humanize(kf)} {kv} is {rid}."}
+        elif style == "keyed2" and len(fields) >= 2:
+            asked = rng.sample(fields, 2)
+            user = (f"Show {noun} {json.dumps(rid)} and tell me the {json.dumps(asked[0][0])} and the "
+                    f"{json.dumps(asked[1][0])}.")
+            final = {"role": "assistant", "content": "All done. " + ", ".join(json_pair(f, v) for f, v in asked)}
         elif fields:
             f, v = rng.choice(fields)
             user = (f"What is the {json.dumps(f)} of {noun} {json.dumps(rid)}?" if keyed

@@ -38,12 +38,12 @@ import json
 import random
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from synth.episode import SYSTEM_PROMPTS, LLMAgent, Trajectory
 from synth.tasks import Action, Task, names_match
-from synth.task_values import asked_fields, json_pair
+from synth.task_values import asked_fields, json_pair, output_pairs
 from synth.usersim import contains_all, key_phrase, user_only_info
 from toolzoo.spec import Domain, ToolSpec
 
@@ -136,17 +136,6 @@ def _record_of(obj: Any, value: Any, depth: int = 0) -> dict[str, Any] | None:
     return None
 
 
-def _pairs(obj: Any) -> Iterator[tuple[str, Any]]:
-    """Every (key, value) of a parsed JSON output, depth first in the output's order."""
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            yield k, v
-            yield from _pairs(v)
-    elif isinstance(obj, list):
-        for v in obj:
-            yield from _pairs(v)
-
-
 def keyed_value(value: str, messages: Sequence[dict[str, Any]]) -> str:
     """`"key": "value"` as the latest tool output holding the value writes it; else the value quoted."""
     for m in reversed(messages):
@@ -156,7 +145,7 @@ def keyed_value(value: str, messages: Sequence[dict[str, Any]]) -> str:
             out = json.loads(m.get("content") or "")
         except ValueError:
             continue
-        for k, v in _pairs(out):
+        for k, v in output_pairs(out):
             if not isinstance(v, (dict, list)) and str(v) == value:
                 return json_pair(k, v)
     return json.dumps(value, ensure_ascii=False)

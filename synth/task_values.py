@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from toolzoo.arguments import singular
@@ -79,3 +80,15 @@ def asked_fields(instruction: str) -> list[str]:
     """The output keys a request asks for by name, in its order (`tell me the "name" and the "type"`: the
     request quotes them with quote_fields); [] when it names none."""
     return list(dict.fromkeys(_ASKED_FIELD.findall(instruction)))
+
+
+def output_pairs(obj: Any) -> Iterator[tuple[str, Any]]:
+    """Every (key, value) of a parsed JSON tool output, nested records included, depth first in the output's
+    order (a value that is a record or a list comes before its own pairs)."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield k, v
+            yield from output_pairs(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from output_pairs(v)

@@ -47,6 +47,7 @@ def test_lookup_episodes_name_the_first_wrong_step() -> None:
 
 
 REPORT = SimpleNamespace(
+    instruction='Show device "LT-1"; tell me the "name" and the "type".',
     gold_actions=[SimpleNamespace(name="get_home_device_status", arguments={"device_id": "LT-1"})],
     expected_outputs=["Hallway light", "light"])
 STATUS = {"name": "get_home_device_status", "arguments": {"device_id": "LT-1"},
@@ -55,7 +56,9 @@ STATUS = {"name": "get_home_device_status", "arguments": {"device_id": "LT-1"},
 
 
 def test_answer_sources_tell_a_copied_value_from_one_written_from_elsewhere() -> None:
-    sources = _bench().answer_sources
+    def sources(task, traj) -> dict:  # the pairs' sources only (the asked keys have their own test)
+        return {k: n for k, n in _bench().answer_sources(task, traj).items() if ":" not in k}
+
     # section 23's seed-0 episode: the right read, then a name no output holds and the right type
     said = _traj([STATUS], said='All done. "type": "light", "name": "Kitchen light"')
     assert sources(REPORT, said) == {"copied": 1, "not_in_output": 1, "asked_key": 2}
@@ -69,12 +72,23 @@ def test_answer_sources_tell_a_copied_value_from_one_written_from_elsewhere() ->
     assert sources(REPORT, _traj([], said='"name": "Hallway light"')) == {}
 
 
+def test_each_asked_key_counts_whether_the_answer_writes_it() -> None:
+    bench = _bench()
+    tally = bench.answer_sources(REPORT, _traj([STATUS], said='All done. "type": "light", "room": "hallway"'))
+    assert {k: n for k, n in tally.items() if ":" in k} == {"asked:name": 1, "written:name": 0, "asked:type": 1,
+                                                            "written:type": 1}
+    tally += bench.answer_sources(REPORT, _traj([STATUS], said='"type": "lamp"'))
+    assert bench.answer_shares(tally)["asked_written"] == {"name": {"asked": 2, "written": 0.0},
+                                                           "type": {"asked": 2, "written": 1.0}}
+
+
 def test_answer_shares_pool_the_pairs_and_entities_key_the_held_out_ids() -> None:
     bench = _bench()
     from collections import Counter
 
     shares = bench.answer_shares(Counter({"copied": 3, "not_in_output": 1, "asked_key": 2, "other_key_named": 2}))
-    assert shares == {"pairs": 4, "copied": 0.75, "other_key": 0.0, "not_in_output": 0.25, "asked_key": 0.5}
+    assert shares == {"pairs": 4, "copied": 0.75, "other_key": 0.0, "not_in_output": 0.25, "asked_key": 0.5,
+                      "asked_written": {}}
     assert bench.answer_shares(Counter())["copied"] is None
     assert bench.entity_key(REPORT) == "LT-1 get_home_device_status"
     assert bench.entity_key(LOOKUP) == "LT-2 list_home_devices+set_home_light"
@@ -108,7 +122,9 @@ def test_the_report_counts_each_held_out_entity_and_the_answers(tmp_path, monkey
     family = got["families"]["read_report"]
     assert family["share"] == {"solved": 0.5, "value_not_said_but_in_output": 0.5}
     assert family["by_entity"] == {"LT-1 get_home_device_status": {"episodes": 2, "solved": 0.5}}
-    assert got["answers"] == {"pairs": 4, "copied": 0.75, "other_key": 0.0, "not_in_output": 0.25, "asked_key": 1.0}
+    assert got["answers"] == {"pairs": 4, "copied": 0.75, "other_key": 0.0, "not_in_output": 0.25, "asked_key": 1.0,
+                              "asked_written": {"name": {"asked": 2, "written": 1.0},
+                                                "type": {"asked": 2, "written": 1.0}}}
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["families"]["read_report"]["episodes"] == 2
 
 

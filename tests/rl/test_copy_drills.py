@@ -109,3 +109,28 @@ def test_keyed_drills_ask_and_answer_with_the_outputs_own_pair(name):
     assert said >= 2
     with pytest.raises(ValueError, match="drill style"):
         copy_drills(domain, per_length=1, seed=3, style="shouty")
+
+
+@pytest.mark.parametrize(("name", "fields"), [("retail_orders", 3), ("warehouse_robots", 2)])
+def test_keyed2_reads_ask_two_fields_and_the_answer_names_them_in_the_requests_order(name, fields):
+    # keyed2 (issue 28, section 25): a read asks for two quoted fields drawn at random, and the answer writes
+    # both pairs as the output has them, in the order asked, so the answer's keys come from the request
+    domain = load_domain(name)
+    drills = copy_drills(domain, per_length=6, seed=3, lengths=(200, 500), style="keyed2")
+    keyed = copy_drills(domain, per_length=6, seed=3, lengths=(200, 500), style="keyed")
+    assert drills != keyed
+    twos, keys = 0, set()
+    for text in drills:
+        [out] = RESPONSE.findall(text)
+        user = text[text.index("<|im_start|>user"):].split("<|im_end|>")[0]
+        final = text.rsplit("<|im_start|>assistant", 1)[1].split("<|im_end|>")[0]
+        if " and tell me the " not in user:
+            continue
+        twos += 1
+        asked = re.findall(r'the ("[^"]+")', user.split(" and tell me ", 1)[1])
+        pairs = re.findall(r'("[^"]+"): ("[^"]*"|[^,]+)', final.split("All done. ", 1)[1])
+        assert [k for k, _v in pairs] == asked and len(set(asked)) == 2, (user, final)
+        assert all(v.strip() in out for _k, v in pairs)  # each value as the output writes it
+        keys.update(asked)
+    # fields drawn at random: every scalar field gets asked (a robot has two besides its id)
+    assert twos >= 4 and len(keys) >= fields

@@ -326,3 +326,13 @@ def test_keyed_plan_answers_plan_the_asked_keys_then_say_them_keyed(backend):
     assert "tell the" not in next(m["content"] for m in keyed[0].messages if m["role"] == "assistant")
     assert asked_fields("Show me the front door's state.") == []
     assert asked_fields('Tell me the "name", the "room" and the "name" (room: "office").') == ["name", "room"]
+
+
+def test_output_pairs_walk_nested_records_in_the_outputs_order() -> None:
+    from synth.task_values import output_pairs
+
+    out = {"device_id": "LT-1", "recent": [{"seq": 1, "device_id": "LT-1"}], "on": True}
+    assert list(output_pairs(out)) == [("device_id", "LT-1"), ("recent", [{"seq": 1, "device_id": "LT-1"}]),
+                                       ("seq", 1), ("device_id", "LT-1"), ("on", True)]
+    assert list(output_pairs([{"a": 1}, "x"])) == [("a", 1)]
+    assert list(output_pairs("not a record")) == []
