@@ -1,4 +1,4 @@
-"""Balanced task draws: every kind of training task gets the same share of the RL groups.
+"""Balanced task draws: every kind of training task (of at least MIN_KIND tasks) gets the same share of the RL groups.
 
     w = kind_weights(tasks)                      # task id -> 1 / max(tasks of its kind, MIN_KIND)
     rows = weighted_rows(tasks, w, rng)          # one round of len(tasks) draws, the kinds alike
