@@ -310,8 +310,9 @@ class BehaviourAgent:
             tail = (f"first {phrase(first, known)}." if first is not goal else "I have them, so I start there.")
             parts.append(self._say("backward_chaining", f"To {phrase(goal, known)} I need {need}; {tail}"))
         if self.plan:
-            keys = " and the ".join(map(json.dumps, asked_fields(self.task.instruction)))
-            todo = [phrase(a, known) for a in self.actions] + [f"tell the {keys}"] * (self.answers == "keyed_plan" and bool(keys))
+            todo = [phrase(a, known) for a in self.actions]
+            if self.answers == "keyed_plan" and (asked := asked_fields(self.task.instruction)):
+                todo.append("tell the " + " and the ".join(json.dumps(f) for f in asked))
             parts.append(self._say("subgoal", "Plan: " + " ".join(f"{i + 1}) {x}" for i, x in enumerate(todo)) + "."))
         if self.plan and self.backward and self.plan_first:
             parts.reverse()
