@@ -26,7 +26,8 @@ Which behaviours a trace shows is drawn per trace (per behaviour, with the condi
 probability) from a seeded rng, so traces differ in mix and in where the behaviours fall.
 `incorrect` traces are behaviour-rich but wrong (the last write takes a different argument and
 the reported outputs are wrong); generate_traces keeps only those whose world state or reported
-outputs really are wrong, as the paper kept only incorrect samples.
+outputs really are wrong, as the paper kept only incorrect samples. `no_backtracking` is `all` without
+the mistyped reads, which a tiny policy copies as its own first call (issue 28).
 
 LLM mode gives an OpenAI-compatible endpoint a system prompt that prescribes a behaviour mix
 (after the paper's api_gen.py prompts); the saved trace keeps the episode's normal system prompt.
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
 
 Behaviour = Literal["subgoal", "verification", "backtracking", "backward_chaining"]
 BEHAVIOURS: tuple[Behaviour, ...] = get_args(Behaviour)
-Condition = Literal["all", "none", "incorrect", "empty", "length_matched",
+Condition = Literal["all", "none", "incorrect", "empty", "length_matched", "no_backtracking",
                     "subgoal", "verification", "backtracking", "backward_chaining"]
 CONDITIONS: tuple[Condition, ...] = get_args(Condition)
 CORRECT_CONDITIONS: tuple[Condition, ...] = tuple(c for c in CONDITIONS if c != "incorrect")
@@ -62,6 +63,8 @@ Mode = Literal["procedural", "llm"]
 _RICH = {"subgoal": 0.9, "verification": 0.85, "backtracking": 0.6, "backward_chaining": 0.7}
 CONDITION_MIX: dict[Condition, dict[Behaviour, float]] = {
     "all": dict(_RICH), "incorrect": dict(_RICH), "none": {}, "empty": {}, "length_matched": {},
+    # all but the mistyped-id reads, which the policy copies as its own first call (reader_gpu.md section 27)
+    "no_backtracking": {b: p for b, p in _RICH.items() if b != "backtracking"},
     **{b: {b: 1.0} for b in BEHAVIOURS},  # type: ignore[misc]
 }
 STEP_MARKER_P = 0.5
@@ -490,6 +493,8 @@ _DEFS = {
 PRESCRIPTIONS: dict[str, str] = {
     "all_strategies": "Think out loud in one short sentence before each tool call, using all of these habits:\n- "
                       + "\n- ".join(_DEFS.values()),
+    "all_but_backtracking": "Think out loud in one short sentence before each tool call, using these habits:\n- "
+                            + "\n- ".join(v for k, v in _DEFS.items() if k != "backtracking"),
     "only_backtracking": "Think out loud in one short sentence before each tool call. Use backtracking only: "
                          + _DEFS["backtracking"] + ". Do not plan, verify or reason backward.",
     "backtracking_verification": "Think out loud in one short sentence before each tool call, using "
@@ -507,8 +512,8 @@ PRESCRIPTIONS: dict[str, str] = {
 }
 LLM_PRESCRIPTION: dict[Condition, str] = {
     "all": "all_strategies", "incorrect": "all_strategies", "empty": "all_strategies",
-    "length_matched": "all_strategies", "none": "negative_control", "subgoal": "only_subgoal",
-    "verification": "only_verification", "backtracking": "only_backtracking", "backward_chaining": "only_backward",
+    "length_matched": "all_strategies", "no_backtracking": "all_but_backtracking", "none": "negative_control",
+    "subgoal": "only_subgoal", "verification": "only_verification", "backtracking": "only_backtracking", "backward_chaining": "only_backward",
 }
 
 

@@ -15,6 +15,7 @@ from sandboxes import SandboxConfig, SandboxPool
 from synth.behaviours import (
     CORRECT_CONDITIONS,
     FILLER,
+    LLM_PRESCRIPTION,
     PLAIN_SENTENCE,
     PRESCRIPTIONS,
     BehaviourAgent,
@@ -115,6 +116,22 @@ def test_all_traces_show_every_behaviour_with_varying_mixes(tasks, backend):
     assert [t.messages for t in again.trajectories] == [t.messages for t in ts.trajectories]
     other = run(tasks, "all", backend, seed=1)
     assert [t.messages for t in other.trajectories] != [t.messages for t in ts.trajectories]
+
+
+def test_no_backtracking_keeps_the_other_habits_and_calls_no_mistyped_id(tasks, backend):
+    ts = run(tasks, "no_backtracking", backend)
+    total = {b: sum(u.get(b, 0) for u in ts.used) for b in ("subgoal", "verification", "backtracking",
+                                                               "backward_chaining")}
+    assert total["backtracking"] == 0 and total["subgoal"] > 0 and total["verification"] > 0, total
+    by_id = {t.id: t for t in tasks}
+    for t in ts.trajectories:
+        typos = {mistype(v) for a in by_id[t.task_id].gold_actions for v in a.arguments.values() if id_like(v)}
+        called = {v for r in t.tool_calls if isinstance(r.arguments, dict) for v in r.arguments.values()
+                  if isinstance(v, str)}
+        assert not typos & called, t.task_id
+        assert t.reached_expected_state and all(r.ok for r in t.tool_calls), t.task_id
+    assert LLM_PRESCRIPTION["no_backtracking"] in PRESCRIPTIONS
+    assert "backtracking" not in PRESCRIPTIONS[LLM_PRESCRIPTION["no_backtracking"]]
 
 
 def test_controls_have_no_reasoning_and_length_matched_matches_all(tasks, backend):
