@@ -259,7 +259,7 @@ def trajectories_cmd(
 def behaviours_cmd(
     tasks: str = typer.Option(..., "--tasks", help="directory (or tasks.jsonl) written by `dojo synth tasks`"),
     condition: str = typer.Option("all", "--condition", help="all | none | incorrect | empty | length_matched | "
-                                  "subgoal | verification | backtracking | backward_chaining"),
+                                  "no_backtracking | subgoal | verification | backtracking | backward_chaining"),
     out: str = typer.Option(..., "--out", help="directory for trajectories.jsonl, the TRL dataset (sft/), summary.json"),
     mode: str = typer.Option("procedural", "--mode", help="procedural (templated, offline) | llm (an endpoint as agent)"),
     base_url: str = url_option(None, "--base-url", help="OpenAI-compatible endpoint for --mode llm"),
