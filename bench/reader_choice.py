@@ -158,31 +158,30 @@ def _reader_tokens():
     return mod
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", required=True, help="comma-separated model folders (a base or a primed policy)")
-    ap.add_argument("--tasks-dir", default="", help="a folder with tasks/ from a demo run (else made here)")
-    ap.add_argument("--work", default="/tmp/reader_choice")
-    ap.add_argument("--examples", type=int, default=6)
-    ap.add_argument("--out", default="")
-    args = ap.parse_args()
-    t0 = time.time()
+def domain_tasks(domain: str, n: int, seed: int = 7) -> list[Any]:
+    """``n`` read_report tasks of a zoo domain, quoted as the demo's are (seed 7: no corpus part's seed,
+    rl.corpus gives its domains 1000 + i), to ask whether a base copies in a domain its corpus holds."""
+    from synth.task_families import synthesize_family_tasks
 
+    return synthesize_family_tasks({"read_report": n}, seed=seed, domains=[domain], rounds=3,
+                                   quote_values=True, quote_fields=True)["read_report"]
+
+
+def score(paths: list[str], tasks: list[Any], backend: str, system_prompt: str, seed: int,
+          examples: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Each model's teacher-forced hits on the gold episodes of ``tasks`` in the three answer forms, and the
+    first ``examples`` misses of each model and form."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from synth.behaviours import generate_traces
     from synth.sft_data import trl_messages
-    from synth.task_families import family_of
 
-    cfg, backend, system_prompt, _train, held = _reader_tokens().demo_tasks(args.tasks_dir, args.work)
-    tasks = [t for t in held if family_of(t) == "read_report"]
-    gold = {form: generate_traces(tasks, "none", backend=backend, system_prompt=system_prompt, seed=cfg.seed,
+    gold = {form: generate_traces(tasks, "none", backend=backend, system_prompt=system_prompt, seed=seed,
                                   answers=form) for form in ("plain", "quoted", "keyed")}
-    result: dict[str, Any] = {"bench": "reader_choice", "tasks": len(tasks),
-                              "tasks_from": args.tasks_dir or "rl.demo.make_tasks(DemoConfig(), seed 0)",
-                              "models": {}, "examples": {}}
-    for path in [p for p in args.models.split(",") if p]:
+    models: dict[str, Any] = {}
+    misses: dict[str, Any] = {}
+    for path in paths:
         tok = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
         res: dict[str, Any] = {"parameters": sum(p.numel() for p in model.parameters())}
@@ -202,11 +201,42 @@ def main() -> None:
             res[form]["upstream"] = {k: {"spans": len(v), "first": round(sum(x[0] for x in v if x) / len(v), 4),
                                          "whole": round(sum(all(x) for x in v) / len(v), 4)}
                                      for k, v in up.items() if v}
-            result["examples"][f"{Path(path).name}/{form}"] = [
+            misses[f"{Path(path).name}/{form}"] = [
                 {"value": r["value"], "said_first": r["said_first"], "miss": r["miss"]}
-                for r in records if r["miss"]][:args.examples]
-        result["models"][str(path)] = res
+                for r in records if r["miss"]][:examples]
+        models[str(path)] = res
         print(f"[reader_choice] {path}: {json.dumps(res)}", file=sys.stderr, flush=True)
+    return models, misses
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", required=True, help="comma-separated model folders (a base or a primed policy)")
+    ap.add_argument("--tasks-dir", default="", help="a folder with tasks/ from a demo run (else made here)")
+    ap.add_argument("--domains", default="", help="comma-separated zoo domains whose read_report tasks are scored "
+                                                  "too (section 28 of bench/results/reader_gpu.md), beside the demo's")
+    ap.add_argument("--domain-tasks", type=int, default=30, help="read_report tasks per --domains domain (at most)")
+    ap.add_argument("--work", default="/tmp/reader_choice")
+    ap.add_argument("--examples", type=int, default=6)
+    ap.add_argument("--out", default="")
+    args = ap.parse_args()
+    t0 = time.time()
+
+    from synth.task_families import family_of
+
+    cfg, backend, system_prompt, _train, held = _reader_tokens().demo_tasks(args.tasks_dir, args.work)
+    tasks = [t for t in held if family_of(t) == "read_report"]
+    paths = [p for p in args.models.split(",") if p]
+    models, examples = score(paths, tasks, backend, system_prompt, cfg.seed, args.examples)
+    result: dict[str, Any] = {"bench": "reader_choice", "tasks": len(tasks),
+                              "tasks_from": args.tasks_dir or "rl.demo.make_tasks(DemoConfig(), seed 0)",
+                              "models": models, "examples": examples}
+    if args.domains:
+        result["domains"] = {}
+        for d in [d for d in args.domains.split(",") if d]:
+            dtasks = domain_tasks(d, args.domain_tasks)
+            dmodels, _ = score(paths, dtasks, backend, system_prompt, cfg.seed, 0)
+            result["domains"][d] = {"tasks": len(dtasks), "models": dmodels}
     result["seconds"] = round(time.time() - t0, 1)
     if args.out:
         Path(args.out).write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n")

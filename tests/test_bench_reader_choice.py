@@ -105,3 +105,13 @@ def test_the_choices_upstream_of_the_copy_are_scored_where_they_stand(tok):
     # plain answers have no keys to score
     assert rc.score_upstream(TEXT, ["Porch light"], *rc.predict(Oracle(ids, len(tok), {}), tok, TEXT)[:2],
                              perfect)["key"] == []
+
+
+def test_domain_tasks_are_quoted_read_reports_of_that_domain():
+    from synth.task_families import family_of
+
+    tasks = _bench().domain_tasks("library_loans", 4)
+    assert 0 < len(tasks) <= 4
+    assert all(t.domain == "library_loans" and family_of(t) == "read_report" for t in tasks)
+    # quoted as the demo's requests are: every asked field in double quotes, every expected value in the gold output
+    assert all(t.expected_outputs and '"' in t.instruction for t in tasks)
