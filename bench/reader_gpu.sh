@@ -14,7 +14,8 @@
 #   (answers and answers_rl: BASE=NAME picks /tmp/bases/NAME, default 0.66M, and an arm's own base=... wins;
 #    SEEDS=0,1,2 the seeds)
 #   bash bench/reader_gpu.sh drills    # the 0.66M reader base pretrained with prose and with keyed copy drills
-#                                      #   (STYLES="keyed2": two-field reads, base 0.66M_kd2)
+#                                      #   (STYLES="keyed2": two-field reads, base 0.66M_kd2; "keyed+x": keyed drills
+#                                      #    and the demo's domain drilled on a foreign world, base 0.66M_kdx)
 #   ARMS="keyed" bash bench/reader_gpu.sh answers_rl  # (or NAME:k=v,k=v; several arms side by side) Dr. GRPO,
 #                                      #   3 seeds, from each arm's primed seeds (warm /tmp/rq, or the tarballs carried in .carry/rq)
 #        (a variant with train.replay.coef > 0 replays each seed's priming traces in the loss, rl.replay;
@@ -58,18 +59,21 @@ case "$1" in
     # pairs), both at once on the one GPU; the corpus parts built on the 2-core machine are carried in
     # .carry/corpus/parts (the transcripts are shared, each style has its own drills), so each corpus is assembled,
     # not synthesised
-    # STYLES picks the drill styles (default "prose keyed"; keyed2 -> base 0.66M_kd2, section 26)
-    base_of() { case $1 in prose) echo 0.66M ;; keyed) echo 0.66M_kd ;; *) echo "0.66M_${1/keyed/kd}" ;; esac; }
-    for style in ${STYLES:-prose keyed}; do
+    # STYLES picks the drill styles (default "prose keyed"; keyed2 -> base 0.66M_kd2, section 26; STYLE+x also
+    # drills the demo's domain on a foreign world, corpus drill_excluded: keyed+x -> base 0.66M_kdx, section 29)
+    base_of() { local b; case ${1%+x} in prose) b=0.66M ;; keyed) b=0.66M_kd ;; *) b="0.66M_${1/keyed/kd}"; b=${b%+x} ;; esac
+      [[ $1 == *+x ]] && b="${b}x"; echo "$b"; }
+    for style in ${STYLES:-prose keyed}; do x=false; [[ $style == *+x ]] && x=true
       python3 bench/reader_corpus.py --set multistep_per_family=100 --set copy_drills_per_length=100 \
-        --set drill_style=$style --cache "$TOOLDOJO_CACHE/corpus" --workers 15 --seeds "" \
-        --save "$OUT/reader_corpus_${style}_gpu.json" 2>&1 | tail -1 | cut -c1-300
+        --set drill_style=${style%+x} --set drill_excluded=$x --cache "$TOOLDOJO_CACHE/corpus" --workers 15 --seeds "" \
+        --save "$OUT/reader_corpus_${style/+/_}_gpu.json" 2>&1 | tail -1 | cut -c1-300
     done
-    for style in ${STYLES:-prose keyed}; do name=$(base_of "$style")
+    for style in ${STYLES:-prose keyed}; do name=$(base_of "$style"); x=false; [[ $style == *+x ]] && x=true
       python3 bench/reader_sweep.py --device cuda --shapes "$name:128x2x4" "${CORPUS[@]}" \
-        --pretrain-set corpus.drill_style=$style --pretrain-set corpus.workers=15 --pretrain-set seq_len=2048 \
+        --pretrain-set corpus.drill_style=${style%+x} --pretrain-set corpus.drill_excluded=$x \
+        --pretrain-set corpus.workers=15 --pretrain-set seq_len=2048 \
         --pretrain-set batch_size=16 --max-minutes "${MINUTES:-4}" --job-timeout 420 --keep-bases /tmp/bases \
-        --out "/tmp/rs_$style" --save "$OUT/reader_sweep_drills_${style}_gpu.json" > "/tmp/sweep_$style.log" 2>&1 &
+        --out "/tmp/rs_${style/+/_}" --save "$OUT/reader_sweep_drills_${style/+/_}_gpu.json" > "/tmp/sweep_${style/+/_}.log" 2>&1 &
     done
     wait
     tail -n 2 /tmp/sweep_*.log | cut -c1-600

@@ -29,10 +29,20 @@ read_report requests do (`Show robot "R-3" and tell me the "status" and the "zon
 (bench/results/reader_gpu.md section 25: trained policies write an asked "name" in 90-97% of their answers and an
 asked "room" in 20-50%, whatever the request says).
 
+``foreign_world=True`` drills a domain on a world none of its tasks names (``foreign``): every record under
+a fresh id past the world's, every string value (names, rooms, types, modes) a made-up word of consonant-vowel
+syllables (which spells none of the world's words: they all hold two consonants or two vowels in a row) and
+every number another; and a read tool that takes no argument is called with a free-text filter set to one
+of the world's values (`list_home_devices {"room": "saka riniso"}`), since its bare call is a held-out task's
+gold call word for word. It is how the demo's own domain gets drills (rl.corpus ``drill_excluded``): the base learns that
+domain's outputs and where a value sits in them, and sees no held-out entity, name, value or call
+(bench/results/reader_gpu.md section 28: a 0.66M base copies in the domains its corpus holds, 34-64% first
+tokens, and not in the demo's, 0-6%).
+
 Outputs are drawn at ``lengths`` (tool-output tokens, estimated from characters with
 ``CHARS_PER_TOKEN``, measured on the base's tokenizer for JSON), so the copy skill is seen at 200,
 500 and 1,000+ tokens. Rendered with the policy's chat template, like every corpus transcript.
-The demo's domains are never drilled (rl.corpus excludes them), and a drill names no held-out task.
+The demo's domains are drilled only ``foreign`` (rl.corpus), and a drill names no held-out task.
 """
 
 from __future__ import annotations
@@ -46,7 +56,7 @@ from typing import Any, Literal, get_args
 from rl.chat_render import render_transcript
 from synth.task_values import humanize, id_like, json_pair
 
-__all__ = ["CHARS_PER_TOKEN", "copy_drills", "DRILL_LENGTHS", "DRILL_STYLES", "DrillStyle"]
+__all__ = ["CHARS_PER_TOKEN", "copy_drills", "DRILL_LENGTHS", "DRILL_STYLES", "DrillStyle", "foreign"]
 
 CHARS_PER_TOKEN = 1.75  # JSON tool outputs on the base's 2,048-token BPE (rl/base): 1.6-1.9, measured
 DRILL_LENGTHS: tuple[int, ...] = (200, 500, 1000)
@@ -109,6 +119,56 @@ def _grow(state: dict[str, Any], factor: int, rng: random.Random) -> dict[str, A
     return grown
 
 
+_CONSONANTS, _VOWELS = "bdfgkmnprstvz", "aeiou"
+
+
+def foreign(state: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    """``state`` with no id, string or number of its own (module docstring): the same shape and keys, every
+    record under a fresh id (references follow), each distinct string one made-up word per word, each
+    number another of its type. The domain's tools read it as they read the seeded world."""
+    ids: dict[str, str] = {}
+    for key in _collections(state):
+        old = list(state[key])
+        ids.update(zip(old, _fresh_ids(old, len(old), rng), strict=True))
+    taken = {w.lower() for v in _strings(state) for w in v.split()}
+    words: dict[str, str] = {}
+
+    def word(w: str) -> str:
+        if w not in words:
+            while True:
+                new = "".join(rng.choice(_CONSONANTS) + rng.choice(_VOWELS) for _ in range(rng.randint(2, 3)))
+                if new not in taken:
+                    break
+            taken.add(new)
+            words[w] = new.title() if w[:1].isupper() else new
+        return words[w]
+
+    def swap(x: Any) -> Any:
+        if isinstance(x, dict):
+            return {ids.get(k, k): swap(v) for k, v in x.items()}
+        if isinstance(x, list):
+            return [swap(v) for v in x]
+        if isinstance(x, bool) or x is None:
+            return x
+        if isinstance(x, int):
+            return rng.randint(1000, 9999)
+        if isinstance(x, float):
+            return round(rng.uniform(100.0, 999.0), 1)
+        if isinstance(x, str):
+            return ids.get(x) or " ".join(word(w) for w in x.split())
+        return x
+
+    return swap(state)
+
+
+def _strings(x: Any) -> list[str]:
+    if isinstance(x, dict):
+        return [s for k, v in x.items() for s in [k, *_strings(v)] if isinstance(s, str)]
+    if isinstance(x, list):
+        return [s for v in x for s in _strings(v)]
+    return [x] if isinstance(x, str) else []
+
+
 def _records(output: Any) -> tuple[str, list[dict[str, Any]]]:
     """The largest list of records (dicts) anywhere in a tool output, with the key that holds it (what
     a record is called: "items", "robots"); ids folded in for dicts keyed by id."""
@@ -138,14 +198,25 @@ def _scalar(v: Any) -> bool:
     return isinstance(v, (str, int, float)) and not isinstance(v, bool) and len(str(v)) >= 2
 
 
-def _reads(domain: Any, state: dict[str, Any]) -> list[tuple[Any, dict[str, Any]]]:
-    """(read tool, arguments) pairs callable on ``state``: no required argument, or one that names a record."""
+def _reads(domain: Any, state: dict[str, Any], filtered: bool = False) -> list[tuple[Any, dict[str, Any]]]:
+    """(read tool, arguments) pairs callable on ``state``: no required argument, or one that names a record.
+    ``filtered`` (a foreign world): a call without arguments is a held-out task's gold call word for word
+    (`list_home_devices {}`), so such a tool is called with one free-text filter instead, set to a value of the
+    record field of that name (`{"room": "saka riniso"}`; enum filters are left out: a made-up word breaks them)."""
     out = []
     for t in domain.tools:
         if t.effect != "read":
             continue
         req = t.parameters.get("required") or []
-        if not req:
+        if not req and filtered:
+            for p, spec in (t.parameters.get("properties") or {}).items():
+                if "enum" in spec or "string" not in (spec.get("type") if isinstance(spec.get("type"), list)
+                                                      else [spec.get("type")]):
+                    continue
+                vals = sorted({r[p] for key in _collections(state) for r in state[key].values()
+                               if isinstance(r.get(p), str)})
+                out += [(t, {p: v}) for v in vals[:3]]
+        elif not req:
             out.append((t, {}))
         elif len(req) == 1:
             for key in _collections(state):
@@ -155,8 +226,8 @@ def _reads(domain: Any, state: dict[str, Any]) -> list[tuple[Any, dict[str, Any]
 
 
 def _one(domain: Any, ns: dict[str, Any], state: dict[str, Any], target: int, rng: random.Random,
-         tools: list[dict[str, Any]], system: str, style: DrillStyle = "prose") -> str | None:
-    reads = _reads(domain, state)
+         tools: list[dict[str, Any]], system: str, style: DrillStyle = "prose", filtered: bool = False) -> str | None:
+    reads = _reads(domain, state, filtered)
     rng.shuffle(reads)
     for tool, args in reads:
         fn = ns.get(tool.function)
@@ -223,7 +294,7 @@ def _one(domain: Any, ns: dict[str, Any], state: dict[str, Any], target: int, rn
 
 
 def copy_drills(domain: Any, per_length: int, seed: int, lengths: tuple[int, ...] = DRILL_LENGTHS,
-                seeds: int = 4, style: DrillStyle = "prose") -> list[str]:
+                seeds: int = 4, style: DrillStyle = "prose", foreign_world: bool = False) -> list[str]:
     """``per_length`` drills at each tool-output length (tokens) for ``domain`` (module docstring)."""
     from synth.episode import brief_system_prompt
 
@@ -240,7 +311,8 @@ def copy_drills(domain: Any, per_length: int, seed: int, lengths: tuple[int, ...
         while made < per_length and tries < 4 * per_length:
             tries += 1
             ns = rng.choice(spaces)
-            text = _one(domain, ns, ns["INITIAL_STATE"], target, rng, tools, system, style)
+            state = foreign(ns["INITIAL_STATE"], rng) if foreign_world else ns["INITIAL_STATE"]
+            text = _one(domain, ns, state, target, rng, tools, system, style, filtered=foreign_world)
             if text is not None:
                 out.append(text)
                 made += 1

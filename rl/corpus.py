@@ -19,7 +19,8 @@ Three kinds of documents, each a plain string:
 
 What the demo evaluates on must not be here. The demo's held-out tasks come from its ``domains``
 (home_devices by default), so those domains give docs only (the tool schemas the policy sees in
-every prompt anyway): no seeded data, no transcripts. ``tests/rl/test_corpus.py`` proves that no
+every prompt anyway): no seeded data, no transcripts; with ``drill_excluded``, copy drills on a foreign
+world (rl.copy_drills.foreign: none of their ids, words or numbers). ``tests/rl/test_corpus.py`` proves that no
 held-out task's instruction, gold call or expected outputs occurs in the corpus.
 """
 
@@ -63,6 +64,9 @@ class CorpusSettings(BaseModel):
                                                               "tool output)")
     drill_lengths: list[int] = Field(default_factory=lambda: [200, 500, 1000],
                                      description="tool-output lengths of the copy drills, in tokens")
+    drill_excluded: bool = Field(False, description="drill the excluded domains too, on a foreign world "
+                                                     "(rl.copy_drills.foreign: fresh ids, made-up words and "
+                                                     "numbers), so the base learns their outputs' format")
     drill_style: DrillStyle = Field(
         "prose", description="how a drill's question and answer name the field and value (rl.copy_drills): prose, "
                              "or keyed as the output writes the pair (the demo's keyed priming, issue 28)")
@@ -127,7 +131,7 @@ def domain_data(domain: Any, seeds: range) -> list[str]:
     return out
 
 
-_DRILL_FIELDS = {"copy_drills_per_length", "drill_lengths", "drill_style"}
+_DRILL_FIELDS = {"copy_drills_per_length", "drill_lengths", "drill_style", "drill_excluded"}
 
 
 def _part_key(s: CorpusSettings, name: str, seed: int, kind: str = "transcripts") -> str:
@@ -167,16 +171,18 @@ def _cached(cache: str | None, key: str, build: Callable[[], list[str]]) -> list
 
 def _part(job: tuple[CorpusSettings, str, int, str | None]) -> list[str]:
     """One domain's transcripts, then its drills, each from the part cache (``cache``/parts, gzipped JSON)
-    or built."""
+    or built; an excluded domain's part is its foreign-world drills alone."""
     s, name, seed, cache = job
-    texts = _cached(cache, _part_key(s, name, seed), lambda: _transcripts(s, name, seed))
+    excluded = name in s.exclude_domains
+    texts = [] if excluded else _cached(cache, _part_key(s, name, seed), lambda: _transcripts(s, name, seed))
     if s.copy_drills_per_length:
         from rl.copy_drills import copy_drills
         from toolzoo.domains import load_domain
 
         texts = texts + _cached(cache, _part_key(s, name, seed, "drills"),
                                 lambda: copy_drills(load_domain(name), s.copy_drills_per_length, seed,
-                                                    tuple(s.drill_lengths), style=s.drill_style))
+                                                    tuple(s.drill_lengths), style=s.drill_style,
+                                                    foreign_world=excluded))
     return texts
 
 
@@ -229,6 +235,8 @@ def build_corpus(settings: CorpusSettings | None = None,
     cache = str(parts_cache) if parts_cache else None
     jobs = [(s, name, s.seed + i, cache) for i, name in enumerate(talk)] \
         if s.tasks_per_domain or s.multistep_per_family or s.copy_drills_per_length else []
+    if s.drill_excluded and s.copy_drills_per_length:  # after the others: their parts' seeds stay as they were
+        jobs += [(s, name, s.seed + len(talk) + i, cache) for i, name in enumerate(s.exclude_domains)]
     if s.workers > 1 and len(jobs) > 1:
         import concurrent.futures as cf
         import multiprocessing as mp
@@ -281,20 +289,24 @@ def cached_corpus(settings: CorpusSettings, key: str, cache_dir: str | Path | No
 def held_out_leaks(texts: list[str], tasks: list[Any]) -> list[tuple[str, str]]:
     """Where held-out ``tasks`` show up in corpus ``texts``: (task id, what) for each instruction found
     verbatim, each gold call found as the chat template writes it (``{"name": ..., "arguments": ...}``),
-    and each document that holds the gold tool's name together with every expected output."""
+    and each document that holds the gold tool's name together with every expected output outside its
+    ``<tools>`` block (the domain's tool schemas, in every prompt the policy sees, the held-out ones too:
+    `"off"` and `"thermostat"` are words of home_devices' schemas)."""
     found: list[tuple[str, str]] = []
+    bodies = [_TOOLS_BLOCK.sub("", doc) for doc in texts]
     for t in tasks:
         calls = [json.dumps({"name": a.name, "arguments": a.arguments}, ensure_ascii=False) for a in t.gold_actions]
         gold = t.gold_actions[0].name if t.gold_actions else None
-        for doc in texts:
+        for doc, body in zip(texts, bodies, strict=True):
             if t.instruction in doc:
                 found.append((t.id, "instruction"))
             found += [(t.id, f"gold call {c}") for c in calls if c in doc]
-            if t.expected_outputs and gold and f'"name": "{gold}"' in doc and all(o in doc for o in t.expected_outputs):
+            if t.expected_outputs and gold and f'"name": "{gold}"' in doc and all(o in body for o in t.expected_outputs):
                 found.append((t.id, f"expected outputs {t.expected_outputs}"))
     return found
 
 
+_TOOLS_BLOCK = re.compile(r"<tools>\n.*?\n</tools>", re.S)
 _RESPONSE = re.compile(r"<tool_response>\n(.*?)\n</tool_response>", re.S)
 _ASSISTANT = re.compile(r"<\|im_start\|>assistant\n(.*?)<\|im_end\|>", re.S)
 _USER = re.compile(r"<\|im_start\|>user\n(.*?)<\|im_end\|>", re.S)

@@ -134,3 +134,51 @@ def test_keyed2_reads_ask_two_fields_and_the_answer_names_them_in_the_requests_o
         keys.update(asked)
     # fields drawn at random: every scalar field gets asked (a robot has two besides its id)
     assert twos >= 4 and len(keys) >= fields
+
+
+def test_a_foreign_world_has_the_shape_and_none_of_the_ids_words_or_numbers():
+    import random
+
+    from rl.copy_drills import _collections, _namespace, _strings, foreign
+
+    domain = load_domain("home_devices")
+    ns = _namespace(domain, 0)
+    state = ns["INITIAL_STATE"]
+    world = foreign(state, random.Random(3))
+    assert world == foreign(state, random.Random(3)) and world != foreign(state, random.Random(4))
+    for key in _collections(state):
+        assert len(world[key]) == len(state[key]) and not set(world[key]) & set(state[key])
+        for old, new in zip(state[key].values(), world[key].values(), strict=True):
+            assert set(old) == set(new)  # the same fields: the domain's format
+    ids = {i for key in _collections(state) for i in state[key]}
+    words = {w.lower() for s in _strings(state) for w in s.split()} - {k.lower() for k in _strings_keys(state)}
+    text = json.dumps(world)
+    assert not any(f'"{i}"' in text for i in ids)
+    assert not any(re.search(rf"\b{re.escape(w)}\b", text, re.I) for w in words), words
+    # the domain's own read tools work on it, and say its records
+    dev = next(iter(world["devices"]))
+    out = ns["get_home_device_status"](world, device_id=dev)
+    assert json.dumps(out).count(world["devices"][dev]["name"]) >= 1
+
+
+def _strings_keys(x):
+    if isinstance(x, dict):
+        return [k for k, v in x.items() for k in [k, *_strings_keys(v)]]
+    if isinstance(x, list):
+        return [k for v in x for k in _strings_keys(v)]
+    return []
+
+
+def test_foreign_drills_read_the_demo_domain_with_no_held_out_id():
+    domain = load_domain("home_devices")
+    drills = copy_drills(domain, per_length=3, seed=5, lengths=(200, 1000), style="keyed", foreign_world=True)
+    assert len(drills) == 6 and drills == copy_drills(domain, per_length=3, seed=5, lengths=(200, 1000),
+                                                      style="keyed", foreign_world=True)
+    seeded = {f"{p}-{n}" for p, k in (("LT", 6), ("LK", 3), ("TH", 2), ("SC", 2)) for n in range(1, k + 1)}
+    for text in drills:
+        body = text[text.index("<|im_start|>user"):]
+        assert not any(f'"{i}"' in body for i in seeded), body[:300]
+        assert copy_spans(text)
+        # never a call without arguments: that is a held-out task's gold call word for word (list_home_devices {})
+        call = json.loads(CALL.findall(body)[0])
+        assert call["arguments"] and call["name"] == "list_home_devices", call

@@ -45,6 +45,31 @@ def test_the_corpus_holds_no_held_out_instruction_gold_call_or_expected_outputs(
     assert held_out_leaks(corpus.texts, held_out) == []
 
 
+def test_foreign_drills_of_the_demo_domain_hold_nothing_of_its_held_out_tasks(held_out):
+    # the demo's domain drilled on a foreign world (rl.copy_drills.foreign): its own tools and format, none of
+    # its ids, words or numbers; the corpus then reads the demo's outputs and still holds no held-out task
+    s = CorpusSettings(domains=["library_loans"], tasks_per_domain=0, copy_drills_per_length=2,
+                       drill_lengths=[200, 1000], drill_style="keyed", drill_excluded=True, backend="local")
+    corpus = build_corpus(s)
+    home = [t for t in corpus.texts if '{"name": "list_home_' in t and "<tool_response>" in t]
+    assert len(home) == 4 and corpus.counts["transcripts"] > len(home)
+    assert held_out_leaks(corpus.texts, held_out) == []
+    assert not any('{"name": "list_home_' in t for t in build_corpus(s.model_copy(update={"drill_excluded": False})).texts)
+
+
+def test_expected_outputs_count_outside_the_tool_schemas_only():
+    from types import SimpleNamespace
+
+    task = SimpleNamespace(id="t", instruction="Show TH-2 and tell me its mode.", expected_outputs=["off", "thermostat"],
+                           gold_actions=[SimpleNamespace(name="get_home_device_status", arguments={"device_id": "TH-2"})])
+    tools = ('<tools>\n{"type": "function", "function": {"name": "get_home_device_status", "description": '
+             '"a thermostat, a light: on or off"}}\n</tools>')
+    schema_only = f"<|im_start|>system\n{tools}<|im_end|>\n<|im_start|>assistant\nAll done.<|im_end|>"
+    said = schema_only.replace("All done.", 'All done. "type": "thermostat", "mode": "off"')
+    assert held_out_leaks([schema_only], [task]) == []
+    assert held_out_leaks([said], [task]) == [("t", "expected outputs ['off', 'thermostat']")]
+
+
 def test_the_check_finds_transcripts_of_the_demo_domain(held_out):
     # a corpus that does talk about home_devices: the same detector must see the overlap
     leaky = build_corpus(CorpusSettings(exclude_domains=[], domains=["home_devices"], tasks_per_domain=60,
