@@ -289,9 +289,9 @@ def cached_corpus(settings: CorpusSettings, key: str, cache_dir: str | Path | No
 def held_out_leaks(texts: list[str], tasks: list[Any]) -> list[tuple[str, str]]:
     """Where held-out ``tasks`` show up in corpus ``texts``: (task id, what) for each instruction found
     verbatim, each gold call found as the chat template writes it (``{"name": ..., "arguments": ...}``),
-    and each document that holds the gold tool's name together with every expected output outside its
-    ``<tools>`` block (the domain's tool schemas, in every prompt the policy sees, the held-out ones too:
-    `"off"` and `"thermostat"` are words of home_devices' schemas)."""
+    and each document that holds the gold tool's name together with every expected output as a word of its
+    own (`lock` is not in `"locked"`) outside its ``<tools>`` block (the domain's tool schemas, in every prompt
+    the policy sees, the held-out ones too: `"off"` and `"thermostat"` are words of home_devices' schemas)."""
     found: list[tuple[str, str]] = []
     bodies = [_TOOLS_BLOCK.sub("", doc) for doc in texts]
     for t in tasks:
@@ -301,7 +301,8 @@ def held_out_leaks(texts: list[str], tasks: list[Any]) -> list[tuple[str, str]]:
             if t.instruction in doc:
                 found.append((t.id, "instruction"))
             found += [(t.id, f"gold call {c}") for c in calls if c in doc]
-            if t.expected_outputs and gold and f'"name": "{gold}"' in doc and all(o in body for o in t.expected_outputs):
+            if t.expected_outputs and gold and f'"name": "{gold}"' in doc and all(
+                    re.search(rf"(?<!\w){re.escape(str(o))}(?!\w)", body) for o in t.expected_outputs):
                 found.append((t.id, f"expected outputs {t.expected_outputs}"))
     return found
 

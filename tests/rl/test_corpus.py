@@ -67,6 +67,8 @@ def test_expected_outputs_count_outside_the_tool_schemas_only():
     schema_only = f"<|im_start|>system\n{tools}<|im_end|>\n<|im_start|>assistant\nAll done.<|im_end|>"
     said = schema_only.replace("All done.", 'All done. "type": "thermostat", "mode": "off"')
     assert held_out_leaks([schema_only], [task]) == []
+    # a word of its own: a field named "offline" or "thermostats" is not the value
+    assert held_out_leaks([schema_only.replace("All done.", '"offline": 1, "thermostats": 2')], [task]) == []
     assert held_out_leaks([said], [task]) == [("t", "expected outputs ['off', 'thermostat']")]
 
 
