@@ -13,6 +13,7 @@
 #                                      #   choices; each arm's primed seeds come back as one tarball
 #   (answers and answers_rl: BASE=NAME picks /tmp/bases/NAME, default 0.66M, and an arm's own base=... wins;
 #    SEEDS=0,1,2 the seeds)
+#   STYLES="keyed+x" bash bench/reader_gpu.sh corpus  # only the corpus parts, built here and brought back
 #   bash bench/reader_gpu.sh drills    # the 0.66M reader base pretrained with prose and with keyed copy drills
 #                                      #   (STYLES="keyed2": two-field reads, base 0.66M_kd2; "keyed+x": keyed drills
 #                                      #    and the demo's domain drilled on a foreign world, base 0.66M_kdx)
@@ -42,7 +43,22 @@ arm_sets() {
   if [[ $1 == *:* ]]; then IFS=, read -ra kvs <<< "${1#*:}"; for kv in "${kvs[@]}"; do SET+=(--set "$kv"); done
   else SET=(--set "answers=$NAME"); fi
 }
+# each STYLE's corpus (STYLE+x: drill_excluded), from the parts in $TOOLDOJO_CACHE/corpus or built here (15 workers)
+build_corpus() {
+  for style in ${STYLES:-prose keyed}; do x=false; [[ $style == *+x ]] && x=true
+    python3 bench/reader_corpus.py --set multistep_per_family=100 --set copy_drills_per_length=100 \
+      --set drill_style=${style%+x} --set drill_excluded=$x --cache "$TOOLDOJO_CACHE/corpus" --workers 15 --seeds "" \
+      --save "$OUT/reader_corpus_${style/+/_}_gpu.json" 2>&1 | tail -1 | cut -c1-300
+  done
+}
 case "$1" in
+  corpus)
+    # section 30: the parts built here, for a checkout without .carry/corpus (37 min on 2 cores); they come back
+    # as one tarball in 15 MB pieces (cat corpus_parts.tgz.* | tar xz -C .carry/corpus); a warm machine keeps them
+    build_corpus
+    tar czf - -C "$TOOLDOJO_CACHE/corpus" parts | split -b 15M - "$OUT/corpus_parts.tgz."
+    ls -la "$OUT"
+    ;;
   sweep)
     python3 bench/reader_corpus.py --set multistep_per_family=100 --set copy_drills_per_length=100 \
       --cache "$TOOLDOJO_CACHE/corpus" --workers 15 --seeds "" --save "$OUT/reader_corpus_gpu.json"
@@ -63,11 +79,7 @@ case "$1" in
     # drills the demo's domain on a foreign world, corpus drill_excluded: keyed+x -> base 0.66M_kdx, section 29)
     base_of() { local b; case ${1%+x} in prose) b=0.66M ;; keyed) b=0.66M_kd ;; *) b="0.66M_${1/keyed/kd}"; b=${b%+x} ;; esac
       [[ $1 == *+x ]] && b="${b}x"; echo "$b"; }
-    for style in ${STYLES:-prose keyed}; do x=false; [[ $style == *+x ]] && x=true
-      python3 bench/reader_corpus.py --set multistep_per_family=100 --set copy_drills_per_length=100 \
-        --set drill_style=${style%+x} --set drill_excluded=$x --cache "$TOOLDOJO_CACHE/corpus" --workers 15 --seeds "" \
-        --save "$OUT/reader_corpus_${style/+/_}_gpu.json" 2>&1 | tail -1 | cut -c1-300
-    done
+    build_corpus
     for style in ${STYLES:-prose keyed}; do name=$(base_of "$style"); x=false; [[ $style == *+x ]] && x=true
       python3 bench/reader_sweep.py --device cuda --shapes "$name:128x2x4" "${CORPUS[@]}" \
         --pretrain-set corpus.drill_style=${style%+x} --pretrain-set corpus.drill_excluded=$x \
@@ -165,5 +177,5 @@ case "$1" in
       python3 bench/multistep_failures.py /tmp/rf/$n/prime/eval/sft /tmp/rf/$n/prime/tasks/held_out \
         --save "$OUT/multistep_failures_$n.json" | cut -c1-1500; done
     ;;
-  *) echo "usage: $0 sweep|drills|prime|rl NAME|answers|answers_rl|failures" >&2; exit 2 ;;
+  *) echo "usage: $0 corpus|sweep|drills|prime|rl NAME|answers|answers_rl|failures" >&2; exit 2 ;;
 esac

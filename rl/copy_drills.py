@@ -84,12 +84,12 @@ def _collections(state: dict[str, Any]) -> list[str]:
             if isinstance(v, dict) and len(v) >= 1 and all(isinstance(r, dict) for r in v.values())]
 
 
-def _fresh_ids(existing: list[str], n: int, rng: random.Random) -> list[str]:
+def _fresh_ids(existing: list[str], n: int, rng: random.Random, skip: int = 0) -> list[str]:
     taken = set(existing)
     out: list[str] = []
     m = _TAIL_NUMBER.match(existing[0]) if existing else None
     prefix, width = (m.group(1), len(m.group(2))) if m else (f"{existing[0]}-" if existing else "X-", 1)
-    top = max((int(x.group(2)) for x in map(_TAIL_NUMBER.match, existing) if x), default=0)
+    top = skip + max((int(x.group(2)) for x in map(_TAIL_NUMBER.match, existing) if x), default=0)
     while len(out) < n:
         top += rng.randint(1, 3)
         new = f"{prefix}{top:0{width}d}"
@@ -124,12 +124,16 @@ _CONSONANTS, _VOWELS = "bdfgkmnprstvz", "aeiou"
 
 def foreign(state: dict[str, Any], rng: random.Random) -> dict[str, Any]:
     """``state`` with no id, string or number of its own (module docstring): the same shape and keys, every
-    record under a fresh id (references follow), each distinct string one made-up word per word, each
+    record under a fresh id of its own prefix, ten or more past the world's (references follow; the worlds of
+    other seeds hold a few more records, and a held-out task may name one), each distinct string one made-up word per word, each
     number another of its type. The domain's tools read it as they read the seeded world."""
     ids: dict[str, str] = {}
     for key in _collections(state):
-        old = list(state[key])
-        ids.update(zip(old, _fresh_ids(old, len(old), rng), strict=True))
+        kinds: dict[str, list[str]] = {}  # by prefix: a thermostat stays a TH-, ten past the world's last
+        for rid in state[key]:
+            kinds.setdefault(m.group(1) if (m := _TAIL_NUMBER.match(rid)) else "", []).append(rid)
+        for old in kinds.values():
+            ids.update(zip(old, _fresh_ids(old, len(old), rng, skip=9), strict=True))
     taken = {w.lower() for v in _strings(state) for w in v.split()}
     words: dict[str, str] = {}
 
@@ -293,6 +297,49 @@ def _one(domain: Any, ns: dict[str, Any], state: dict[str, Any], target: int, rn
     return None
 
 
+def _record_one(domain: Any, ns: dict[str, Any], state: dict[str, Any], rng: random.Random,
+                tools: list[dict[str, Any]], system: str, style: DrillStyle = "prose") -> str | None:
+    """A read of one record by its id (`get_home_device_status {"device_id": "LT-2"}`) and a question about
+    one or two of its top-level fields: the read a read_report task makes, whose output holds one record
+    (``_one`` needs a list of them)."""
+    reads = [(t, {req[0]: rid}) for t in domain.tools if t.effect == "read"
+             and len(req := t.parameters.get("required") or []) == 1
+             for key in _collections(state) if req[0].lower().startswith(key.rstrip("s")[:4]) or req[0].lower() == "id"
+             for rid in state[key]]  # every record, not _reads' first three: a kind may sit past them (TH-1)
+    rng.shuffle(reads)
+    reads = reads[:8]
+    for tool, args in reads:
+        fn = ns.get(tool.function)
+        try:
+            output = fn(state, **args) if fn is not None else None
+        except Exception:  # noqa: BLE001 - a tool that refuses this id: try another
+            continue
+        if not isinstance(output, dict):
+            continue
+        (id_field, rid), = args.items()
+        fields = [(f, v) for f, v in output.items() if f != id_field and (_scalar(v) or isinstance(v, bool))]
+        if not fields:
+            continue
+        noun = humanize(id_field[:-3] if id_field.lower().endswith("_id") and len(id_field) > 3 else "record")
+        asked = rng.sample(fields, 2 if len(fields) >= 2 and rng.random() < 0.5 else 1)
+        if style == "prose":
+            (f, v), = asked[:1]
+            user, content = f"What is the {humanize(f)} of {noun} {rid}?", f"The {humanize(f)} of {noun} {rid} is {v}."
+        else:
+            user = (f"What is the {json.dumps(asked[0][0])} of {noun} {json.dumps(rid)}?" if len(asked) == 1 else
+                    f"Show {noun} {json.dumps(rid)} and tell me the {json.dumps(asked[0][0])} and the "
+                    f"{json.dumps(asked[1][0])}.")
+            content = "All done. " + ", ".join(json_pair(f, v) for f, v in asked)
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": user},
+                    {"role": "assistant", "content": "", "tool_calls": [
+                        {"id": "c1", "type": "function", "function": {"name": tool.name, "arguments": args}}]},
+                    {"role": "tool", "name": tool.name, "tool_call_id": "c1",
+                     "content": json.dumps(output, ensure_ascii=False, default=str)},
+                    {"role": "assistant", "content": content}]
+        return render_transcript(messages, tools)
+    return None
+
+
 def copy_drills(domain: Any, per_length: int, seed: int, lengths: tuple[int, ...] = DRILL_LENGTHS,
                 seeds: int = 4, style: DrillStyle = "prose", foreign_world: bool = False) -> list[str]:
     """``per_length`` drills at each tool-output length (tokens) for ``domain`` (module docstring)."""
@@ -316,4 +363,14 @@ def copy_drills(domain: Any, per_length: int, seed: int, lengths: tuple[int, ...
             if text is not None:
                 out.append(text)
                 made += 1
+    # a foreign world's one-record reads too, as many as one length's drills: the demo's read_report reads one
+    # record (bench/results/reader_gpu.md section 29: the 0.66M_kdx base copies the read's id there, not its values)
+    made = tries = 0
+    while foreign_world and made < per_length and tries < 4 * per_length:
+        tries += 1
+        ns = rng.choice(spaces)
+        text = _record_one(domain, ns, foreign(ns["INITIAL_STATE"], rng), rng, tools, system, style)
+        if text is not None:
+            out.append(text)
+            made += 1
     return out

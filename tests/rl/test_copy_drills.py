@@ -172,13 +172,39 @@ def _strings_keys(x):
 def test_foreign_drills_read_the_demo_domain_with_no_held_out_id():
     domain = load_domain("home_devices")
     drills = copy_drills(domain, per_length=3, seed=5, lengths=(200, 1000), style="keyed", foreign_world=True)
-    assert len(drills) == 6 and drills == copy_drills(domain, per_length=3, seed=5, lengths=(200, 1000),
+    # 3 a length, then 3 one-record reads (a device's status: what read_report reads)
+    assert len(drills) == 9 and drills == copy_drills(domain, per_length=3, seed=5, lengths=(200, 1000),
                                                       style="keyed", foreign_world=True)
     seeded = {f"{p}-{n}" for p, k in (("LT", 6), ("LK", 3), ("TH", 2), ("SC", 2)) for n in range(1, k + 1)}
-    for text in drills:
+    for i, text in enumerate(drills):
         body = text[text.index("<|im_start|>user"):]
         assert not any(f'"{i}"' in body for i in seeded), body[:300]
         assert copy_spans(text)
         # never a call without arguments: that is a held-out task's gold call word for word (list_home_devices {})
         call = json.loads(CALL.findall(body)[0])
-        assert call["arguments"] and call["name"] == "list_home_devices", call
+        assert call["arguments"] and call["name"] == ("list_home_devices" if i < 6 else "get_home_device_status"), call
+
+
+def test_one_record_drills_answer_the_asked_fields_with_the_outputs_pairs():
+    from rl.copy_drills import DRILL_LENGTHS
+
+    domain = load_domain("home_devices")
+    drills = copy_drills(domain, per_length=12, seed=2, style="keyed", foreign_world=True)[12 * len(DRILL_LENGTHS):]
+    assert len(drills) == 12
+    prefixes, two = set(), 0
+    for text in drills:
+        body = text[text.index("<|im_start|>user"):]
+        call = json.loads(CALL.findall(body)[0])
+        dev = call["arguments"]["device_id"]
+        prefixes.add(dev.split("-")[0])
+        assert int(dev.split("-")[1]) >= 10  # past every seeded world's ids of that kind
+        out = json.loads(re.search(r"<tool_response>\n(.*?)\n</tool_response>", body, re.S).group(1))
+        assert out["device_id"] == dev
+        asked = re.findall(r'the "([a-z_]+)"', body.split("<|im_end|>")[0])
+        answer = body.rsplit("<|im_start|>assistant", 1)[1]
+        assert asked and answer.strip().startswith("All done. ")
+        # each asked field, in the request's order, with the output's own pair
+        pairs = [json.dumps({f: out[f]})[1:-1] for f in asked]
+        assert ", ".join(pairs) in answer, (asked, answer)
+        two += len(asked) == 2
+    assert 0 < two < len(drills) and len(prefixes) >= 2  # one field and two; lights and other kinds
