@@ -129,12 +129,13 @@ def prime_condition(cfg: Any, base: Path, train_tasks: list[Any], out: Path, bac
 def priming_traces(cfg: Any, train_tasks: list[Any], out_dir: Path, backend: str, system_prompt: str) -> Any:
     """The condition's priming traces of ``train_tasks``, written into ``out_dir`` (seeded: the same tasks and
     settings give the same traces)."""
+    from rl.demo import priming_drills_of
     from synth.behaviours import generate_traces
     from synth.sft_data import write_trajectories
 
     traces = generate_traces(train_tasks, cfg.condition, backend=backend, system_prompt=system_prompt,
                              seed=cfg.seed, answers=cfg.answers)
-    return write_trajectories(traces, out_dir)
+    return write_trajectories(traces + priming_drills_of(cfg), out_dir)
 
 
 def grpo_config(cfg: Any, tasks_dir: Path, model_dir: Path, run_dir: Path, rl_tasks: Path | None = None) -> Any:

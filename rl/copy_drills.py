@@ -56,7 +56,8 @@ from typing import Any, Literal, get_args
 from rl.chat_render import render_transcript
 from synth.task_values import humanize, id_like, json_pair
 
-__all__ = ["CHARS_PER_TOKEN", "copy_drills", "DRILL_LENGTHS", "DRILL_STYLES", "DrillStyle", "foreign"]
+__all__ = ["CHARS_PER_TOKEN", "copy_drills", "DRILL_LENGTHS", "DRILL_STYLES", "DrillStyle", "drill_messages", "foreign",
+           "priming_drills"]
 
 CHARS_PER_TOKEN = 1.75  # JSON tool outputs on the base's 2,048-token BPE (rl/base): 1.6-1.9, measured
 DRILL_LENGTHS: tuple[int, ...] = (200, 500, 1000)
@@ -230,7 +231,7 @@ def _reads(domain: Any, state: dict[str, Any], filtered: bool = False) -> list[t
 
 
 def _one(domain: Any, ns: dict[str, Any], state: dict[str, Any], target: int, rng: random.Random,
-         tools: list[dict[str, Any]], system: str, style: DrillStyle = "prose", filtered: bool = False) -> str | None:
+         system: str, style: DrillStyle = "prose", filtered: bool = False) -> list[dict[str, Any]] | None:
     reads = _reads(domain, state, filtered)
     rng.shuffle(reads)
     for tool, args in reads:
@@ -292,13 +293,12 @@ def _one(domain: Any, ns: dict[str, Any], state: dict[str, Any], target: int, rn
                      else f"The {humanize(f)} of {noun} {rid} is {v}."}
         else:
             continue
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}, call, answer, final]
-        return render_transcript(messages, tools)
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}, call, answer, final]
     return None
 
 
 def _record_one(domain: Any, ns: dict[str, Any], state: dict[str, Any], rng: random.Random,
-                tools: list[dict[str, Any]], system: str, style: DrillStyle = "prose") -> str | None:
+                system: str, style: DrillStyle = "prose") -> list[dict[str, Any]] | None:
     """A read of one record by its id (`get_home_device_status {"device_id": "LT-2"}`) and a question about
     one or two of its top-level fields: the read a read_report task makes, whose output holds one record
     (``_one`` needs a list of them)."""
@@ -330,19 +330,26 @@ def _record_one(domain: Any, ns: dict[str, Any], state: dict[str, Any], rng: ran
                     f"Show {noun} {json.dumps(rid)} and tell me the {json.dumps(asked[0][0])} and the "
                     f"{json.dumps(asked[1][0])}.")
             content = "All done. " + ", ".join(json_pair(f, v) for f, v in asked)
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": user},
+        return [{"role": "system", "content": system}, {"role": "user", "content": user},
                     {"role": "assistant", "content": "", "tool_calls": [
                         {"id": "c1", "type": "function", "function": {"name": tool.name, "arguments": args}}]},
                     {"role": "tool", "name": tool.name, "tool_call_id": "c1",
                      "content": json.dumps(output, ensure_ascii=False, default=str)},
                     {"role": "assistant", "content": content}]
-        return render_transcript(messages, tools)
     return None
 
 
 def copy_drills(domain: Any, per_length: int, seed: int, lengths: tuple[int, ...] = DRILL_LENGTHS,
                 seeds: int = 4, style: DrillStyle = "prose", foreign_world: bool = False) -> list[str]:
-    """``per_length`` drills at each tool-output length (tokens) for ``domain`` (module docstring)."""
+    """``per_length`` drills at each tool-output length (tokens) for ``domain`` (module docstring), rendered."""
+    tools = [t.to_openai() for t in domain.tools]
+    return [render_transcript(m, tools) for m in drill_messages(domain, per_length, seed, lengths, seeds, style,
+                                                                 foreign_world)]
+
+
+def drill_messages(domain: Any, per_length: int, seed: int, lengths: tuple[int, ...] = DRILL_LENGTHS,
+                   seeds: int = 4, style: DrillStyle = "prose", foreign_world: bool = False) -> list[list[dict[str, Any]]]:
+    """The drills of :func:`copy_drills` as chat messages (system, user, call, output, answer)."""
     from synth.episode import brief_system_prompt
 
     if style not in DRILL_STYLES:
@@ -350,18 +357,17 @@ def copy_drills(domain: Any, per_length: int, seed: int, lengths: tuple[int, ...
 
     rng = random.Random(f"tooldojo-drills:{domain.name}:{seed}")
     spaces = [_namespace(domain, s) for s in range(seeds)]
-    tools = [t.to_openai() for t in domain.tools]
     system = brief_system_prompt(None, domain)  # type: ignore[arg-type]  # the prompt names only the domain
-    out: list[str] = []
+    out: list[list[dict[str, Any]]] = []
     for target in lengths:
         made = tries = 0
         while made < per_length and tries < 4 * per_length:
             tries += 1
             ns = rng.choice(spaces)
             state = foreign(ns["INITIAL_STATE"], rng) if foreign_world else ns["INITIAL_STATE"]
-            text = _one(domain, ns, state, target, rng, tools, system, style, filtered=foreign_world)
-            if text is not None:
-                out.append(text)
+            msgs = _one(domain, ns, state, target, rng, system, style, filtered=foreign_world)
+            if msgs is not None:
+                out.append(msgs)
                 made += 1
     # a foreign world's one-record reads too, as many as one length's drills: the demo's read_report reads one
     # record (bench/results/reader_gpu.md section 29: the 0.66M_kdx base copies the read's id there, not its values)
@@ -369,8 +375,21 @@ def copy_drills(domain: Any, per_length: int, seed: int, lengths: tuple[int, ...
     while foreign_world and made < per_length and tries < 4 * per_length:
         tries += 1
         ns = rng.choice(spaces)
-        text = _record_one(domain, ns, foreign(ns["INITIAL_STATE"], rng), rng, tools, system, style)
-        if text is not None:
-            out.append(text)
+        msgs = _record_one(domain, ns, foreign(ns["INITIAL_STATE"], rng), rng, system, style)
+        if msgs is not None:
+            out.append(msgs)
             made += 1
     return out
+
+
+def priming_drills(domain: Any, per_kind: int, seed: int, style: DrillStyle = "keyed") -> list[Any]:
+    """Foreign-world drills of ``domain`` as priming trajectories (rl.demo ``prime_drills``): ``per_kind``
+    reads in a 200-token device list and ``per_kind`` one-record reads, whose values only a copy can give (no
+    value of the foreign world is one the policy could recall). Section 30 of bench/results/reader_gpu.md: primed
+    on the demo's own worlds, a policy answers read_report with the values its training worlds make frequent."""
+    from synth.episode import Trajectory
+
+    tools = [t.to_openai() for t in domain.tools]
+    return [Trajectory(task_id=f"drill-{domain.name}-{seed}-{i}", domain=domain.name, seed=seed, messages=m,
+                       tools=tools, termination="user_stop")
+            for i, m in enumerate(drill_messages(domain, per_kind, seed, (200,), style=style, foreign_world=True))]

@@ -108,6 +108,16 @@ def train_config(cfg: DemoConfig, out: Path, model_dir: Path | None = None):
         raise ConfigError([(f"train.{f}" if f else "train", r) for f, r in e.problems]) from None
 
 
+def priming_drills_of(cfg: DemoConfig) -> list[Any]:
+    """``cfg.prime_drills`` foreign-world copy drills per kind of each demo domain, as priming traces."""
+    from rl.copy_drills import priming_drills
+    from toolzoo.domains import load_domain
+
+    style = "keyed" if cfg.answers.startswith("keyed") else "prose"
+    return [d for name in cfg.domains for d in priming_drills(load_domain(name), cfg.prime_drills, cfg.seed, style)
+            ] if cfg.prime_drills else []
+
+
 def pick_tools(task: Any, distractors: int, rng: random.Random) -> Any:
     gold = list(dict.fromkeys(a.name for a in task.gold_actions))
     others = [n for n in task.tools if n not in gold]
@@ -368,6 +378,7 @@ def run_demo(cfg: DemoConfig, *, console: Any = None,
                                  system_prompt=tcfg.rollout.system_prompt, seed=cfg.seed,
                                  progress=bars.tracker("priming traces"),
                                  answers=cfg.answers)
+    traces += priming_drills_of(cfg)
     export = write_trajectories(traces, out / "prime")
     console.print(f"{export.rows} traces")
     done(f"priming traces ({cfg.condition})")

@@ -208,3 +208,26 @@ def test_one_record_drills_answer_the_asked_fields_with_the_outputs_pairs():
         assert ", ".join(pairs) in answer, (asked, answer)
         two += len(asked) == 2
     assert 0 < two < len(drills) and len(prefixes) >= 2  # one field and two; lights and other kinds
+
+
+def test_priming_drills_are_sft_rows_of_the_demo_domain_on_a_foreign_world():
+    from rl.demo import load_demo_config, priming_drills_of
+    from synth.episode import brief_system_prompt
+    from synth.sft_data import to_dataset
+
+    assert priming_drills_of(load_demo_config(None, [])) == []  # off by default: the demo primes on its traces
+    drills = priming_drills_of(load_demo_config(None, ["prime_drills=4", "seed=1"]))
+    assert len(drills) == 8 and len({d.task_id for d in drills}) == 8
+    rows = to_dataset(drills)
+    assert len(rows) == 8  # every drill is an SFT row
+    domain = load_domain("home_devices")
+    seeded = {f"{p}-{n}" for p, k in (("LT", 6), ("LK", 3), ("TH", 2), ("SC", 2)) for n in range(1, k + 1)}
+    names = []
+    for row in rows:
+        m = row["messages"]
+        assert m[0] == {"role": "system", "content": brief_system_prompt(None, domain)}
+        assert [x["role"] for x in m] == ["system", "user", "assistant", "tool", "assistant"]
+        assert not any(f'"{i}"' in json.dumps(m) for i in seeded)
+        assert m[-1]["content"].startswith("All done. ")  # the keyed answer of the demo's priming
+        names.append(m[2]["tool_calls"][0]["function"]["name"])
+    assert names == ["list_home_devices"] * 4 + ["get_home_device_status"] * 4
