@@ -14,6 +14,12 @@ text ('19.990000000001') and nothing a person would call a different amount. Wit
 an integer amount also matches a currency amount exactly 100x smaller ('$120.00' says 12000 cents).
 Other strings: tau-bench v1's lower-case match with commas stripped, at word boundaries ('H-1' is
 not in 'H-10', 'IL' is not in 'Illinois').
+
+**A hedge says nothing** (`without_hedges`): a message that gives one key two different values, one of them
+not expected (`"room": "kitchen", "room": "porch"`), has told neither, so those pairs are taken out before
+matching. Without
+it, an answer that lists every frequent value of a field meets the check (bench/results/reader_gpu.md section 30:
+after Dr. GRPO, 24 of one seed's 41 solved read_report episodes answered so).
 """
 
 from __future__ import annotations
@@ -61,3 +67,27 @@ def mentions(text: str, expected: str, *, rel_tol: float = 1e-9, currency_cents:
         return False
     n, t = normalize(e), normalize(text)
     return re.search(r"(?<![a-z0-9])" + re.escape(n) + r"(?![a-z0-9])", t) is not None
+
+
+_PAIR = re.compile(r'"(?P<key>[^"\\\n]+)"\s*:\s*(?P<value>"(?:[^"\\\n]|\\.)*"|[^,;{}\[\]"\n]+)')
+
+
+def without_hedges(text: str, expected: list[str]) -> tuple[str, list[str]]:
+    """``text`` without its ``"key": value`` pairs for each key it gives two or more different values of
+    which one tells none of ``expected`` (a list answer, `"scene_id": "SC-1", "scene_id": "SC-2"` when both
+    are expected, is not a hedge), and those keys. Each message is one text: a correction in a later message
+    (backtracking) is not a hedge."""
+    pairs = list(_PAIR.finditer(text))
+    values: dict[str, set[str]] = {}
+    for m in pairs:
+        values.setdefault(m["key"], set()).add(m["value"].strip().strip('"'))
+    hedged = [k for k, vs in values.items() if len({normalize(v) for v in vs}) > 1
+              and not all(any(mentions(v, e) for e in expected) for v in vs)]
+    if not hedged:
+        return text, []
+    out, last = [], 0
+    for m in pairs:
+        if m["key"] in hedged:
+            out.append(text[last:m.start()])
+            last = m.end()
+    return "".join(out) + text[last:], hedged

@@ -34,7 +34,7 @@ from typing import Any
 import anyio
 
 from rewards.base import RewardResult
-from rewards.mentions import _numbers, mentions, normalize  # noqa: F401  (normalize: re-exported)
+from rewards.mentions import _numbers, mentions, normalize, without_hedges  # noqa: F401  (normalize: re-exported)
 from sandboxes import SandboxError, state_digest
 from synth.episode import ToolCallRecord, Trajectory, resolve_domain
 from synth.task_replay import declared_failure  # noqa: F401  (re-exported: rewards' rule too)
@@ -241,14 +241,17 @@ class CommunicationReward:
     """Every expected output appears in what the agent told the user (assistant text, not tool calls).
 
     `partial=False`: 1.0 only when all are there (tau); `partial=True`: the fraction found.
-    A task with no expected outputs scores 1.0.
+    A task with no expected outputs scores 1.0. `hedges=False` (the default): a message's pairs for a key it
+    gives two different values, one not expected, tell nothing
+    (rewards.mentions.without_hedges); True matches as tau does.
     """
 
     name = "communication"
 
-    def __init__(self, *, partial: bool = False, currency_cents: bool = True):
+    def __init__(self, *, partial: bool = False, currency_cents: bool = True, hedges: bool = False):
         self.partial = partial
         self.currency_cents = currency_cents
+        self.hedges = hedges
 
     async def score(self, task: Task, trajectory: Trajectory) -> RewardResult:
         if (r := _infra(self.name, trajectory)) is not None:
@@ -257,7 +260,9 @@ class CommunicationReward:
         if not expected:
             return RewardResult(name=self.name, score=1.0, reason="the task has no expected outputs",
                                 details={"expected": [], "found": [], "missing": []})
-        text = "\n".join(agent_texts(trajectory))
+        told = [(t, []) if self.hedges else without_hedges(t, expected) for t in agent_texts(trajectory)]
+        text = "\n".join(t for t, _ in told)
+        hedged = sorted({k for _, keys in told for k in keys})
         nums = _numbers(text)
         found = [o for o in expected if mentions(text, o, currency_cents=self.currency_cents, numbers=nums)]
         missing = [o for o in expected if o not in found]
@@ -265,9 +270,11 @@ class CommunicationReward:
         score = frac if self.partial else float(not missing)
         reason = (f"the agent told the user all {len(expected)} expected output(s)" if not missing else
                   f"the agent never told the user {', '.join(repr(m) for m in missing)}"
-                  + ("" if agent_texts(trajectory) else " (it sent the user no text at all)"))
+                  + ("" if agent_texts(trajectory) else " (it sent the user no text at all)")
+                  + (f" (it gave {', '.join(repr(k) for k in hedged)} more than one value)" if hedged and missing else ""))
         return RewardResult(name=self.name, score=score, reason=reason,
-                            details={"expected": expected, "found": found, "missing": missing, "fraction": frac})
+                            details={"expected": expected, "found": found, "missing": missing, "fraction": frac,
+                                     "hedged_keys": hedged})
 
 
 # =================================================================== rubric checks

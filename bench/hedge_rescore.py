@@ -1,0 +1,84 @@
+"""How much of a policy's held-out success is hedging: its evaluation episodes scored again with the
+communication check as tau-bench has it (any expected output anywhere in what the agent said) and with the hedge
+guard (rewards.mentions.without_hedges: a message's pairs for a key it gives several values, one unexpected,
+tell nothing), both in this run; the world-state component is the recorded one (the guard does not touch it).
+
+    python bench/hedge_rescore.py EVAL_DIR TASKS_DIR [EVAL_DIR TASKS_DIR ...] --names a,b --save out.json
+
+EVAL_DIR holds ``trajectories.jsonl`` as the demo's evaluation writes it (sampled episodes, then one greedy
+episode per task); TASKS_DIR the held-out tasks. Per run: success and multi-step success (sampled, greedy)
+under each rule, per family, how many episodes hedged, and whether the tau rule reproduces the recorded
+communication component (it must). One JSON line last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common  # noqa: E402, F401  (first: fixes sys.path)
+
+from bench._common import emit  # noqa: E402
+
+
+async def rescore(eval_dir: Path, tasks_dir: Path) -> dict[str, Any]:
+    from rewards.verifiable import CommunicationReward
+    from rl.rollout import solved
+    from synth.episode import Trajectory
+    from synth.task_families import MULTISTEP, family_of
+    from synth.tasks import load_tasks
+
+    tasks = {t.id: t for t in load_tasks(tasks_dir)}
+    rows = [json.loads(line) for line in (eval_dir / "trajectories.jsonl").read_text().splitlines() if line.strip()]
+    greedy_from = len(rows) - len({r["task_id"] for r in rows})  # one greedy episode per task, last
+    tau, guard = CommunicationReward(hedges=True), CommunicationReward()
+    tally: dict[str, Counter[str]] = defaultdict(Counter)
+    agree = hedged = 0
+    for i, row in enumerate(rows):
+        task = tasks[row["task_id"]]
+        traj = Trajectory.model_validate({k: v for k, v in row.items() if k in Trajectory.model_fields})
+        recorded = dict(row.get("components") or {})
+        a, b = await tau.score(task, traj), await guard.score(task, traj)
+        agree += recorded.get("communication") == a.score
+        hedged += bool(b.details.get("hedged_keys"))
+        mode = "greedy" if i >= greedy_from else "sampled"
+        fam = family_of(task)
+        for rule, comm in (("tau", a.score), ("guard", b.score)):
+            ok = solved({**recorded, "communication": comm if recorded.get("communication") is not None else None})
+            for group in ("all", *(["multistep"] if fam in MULTISTEP else []), *([fam] if fam in MULTISTEP else [])):
+                tally[f"{mode}:{group}"][f"{rule}_solved"] += ok
+                tally[f"{mode}:{group}"]["episodes"] += rule == "tau"
+    return {"episodes": len(rows), "tau_reproduces_recorded": agree, "hedged_episodes": hedged,
+            "success": {k: {"episodes": c["episodes"], "tau": round(100 * c["tau_solved"] / c["episodes"], 1),
+                            "guard": round(100 * c["guard_solved"] / c["episodes"], 1)}
+                        for k, c in sorted(tally.items())}}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("pairs", nargs="+", help="EVAL_DIR TASKS_DIR, repeated")
+    ap.add_argument("--names", default="", help="a name per pair, comma-separated")
+    ap.add_argument("--save", default=None)
+    args = ap.parse_args()
+    if len(args.pairs) % 2:
+        print("error: give EVAL_DIR TASKS_DIR pairs", file=sys.stderr)
+        return 2
+    import anyio
+
+    pairs = list(zip(args.pairs[::2], args.pairs[1::2], strict=True))
+    names = args.names.split(",") if args.names else [str(i) for i in range(len(pairs))]
+    result = {"bench": "hedge_rescore", "runs": {n: anyio.run(rescore, Path(e), Path(t))
+                                                 for n, (e, t) in zip(names, pairs, strict=True)}}
+    if args.save:
+        Path(args.save).write_text(json.dumps(result, indent=2) + "\n")
+    emit(result, head=("runs",))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
