@@ -69,7 +69,8 @@ class DemoConfig(BaseModel):
     condition: str = Field("all", description="the priming condition (synth.behaviours.CONDITIONS)")
     prime_drills: int = Field(0, ge=0, description="foreign-world copy drills of each demo domain added to the "
                                                    "priming traces, per kind (a read in a device list, a read of "
-                                                   "one record; rl.copy_drills.priming_drills, issue 28)")
+                                                   "one record; rl.copy_drills.priming_drills, issue 28); measured "
+                                                   "worse at 150 (bench/results/reader_gpu.md section 30)")
     answers: Literal["plain", "quoted", "keyed", "keyed_plan"] = Field(
         "keyed", description="how priming traces say the task's outputs: plain, quoted as a JSON tool output writes "
                              "them (the output's token ids), keyed (`\"name\": \"Porch light\"`, the output's own "

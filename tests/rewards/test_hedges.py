@@ -60,3 +60,28 @@ async def test_the_communication_check_does_not_credit_a_hedge():
     assert (await CommunicationReward().score(task, _said('All done. "type": "light", "room": "porch"'))).score == 1.0
     fixed = _said('"room": "kitchen", "type": "light"', 'Sorry, I misread it: "room": "porch"')
     assert (await CommunicationReward().score(task, fixed)).score == 1.0
+
+
+def test_the_rescore_bench_finds_the_hedged_solves_and_reproduces_the_recorded_check(tmp_path):
+    import json
+
+    import anyio
+
+    from tests.bench_module import load_bench
+
+    rescore = load_bench("hedge_rescore").rescore
+
+    task = _task(["light", "porch"])
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "tasks.jsonl").write_text(task.model_dump_json() + "\n")
+    honest, spray = 'All done. "type": "light", "room": "porch"', SPRAY
+    rows = []
+    for text in (honest, spray, spray, honest):  # three sampled episodes, then the greedy one
+        row = json.loads(_said(text).model_dump_json())
+        row["components"] = {"world_state": None, "communication": 1.0}  # as tau-bench's rule recorded them
+        rows.append(row)
+    (tmp_path / "trajectories.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = anyio.run(rescore, tmp_path, tmp_path / "tasks")
+    assert out["tau_reproduces_recorded"] == 4 and out["hedged_episodes"] == 2
+    assert out["success"]["sampled:read_report"] == {"episodes": 3, "tau": 100.0, "guard": 33.3}
+    assert out["success"]["greedy:multistep"] == {"episodes": 1, "tau": 100.0, "guard": 100.0}
