@@ -34,10 +34,14 @@ a fresh id past the world's, every string value (names, rooms, types, modes) a m
 syllables (which spells none of the world's words: they all hold two consonants or two vowels in a row) and
 every number another; and a read tool that takes no argument is called with a free-text filter set to one
 of the world's values (`list_home_devices {"room": "saka riniso"}`), since its bare call is a held-out task's
-gold call word for word. It is how the demo's own domain gets drills (rl.corpus ``drill_excluded``): the base learns that
-domain's outputs and where a value sits in them, and sees no held-out entity, name, value or call
+gold call word for word. A foreign world's one-record reads are drilled too (`get_home_device_status` of a
+foreign device, asked one or two of its fields), since that is the read a read_report task makes. It is how
+the demo's own domain gets drills (rl.corpus ``drill_excluded``): the base learns that domain's outputs and where a value sits in them, and sees no held-out entity, name, value or call
 (bench/results/reader_gpu.md section 28: a 0.66M base copies in the domains its corpus holds, 34-64% first
 tokens, and not in the demo's, 0-6%).
+
+``drill_messages`` gives the drills as chat messages; ``priming_drills`` as priming trajectories (rl.demo
+``prime_drills``; measured worse, bench/results/reader_gpu.md section 30).
 
 Outputs are drawn at ``lengths`` (tool-output tokens, estimated from characters with
 ``CHARS_PER_TOKEN``, measured on the base's tokenizer for JSON), so the copy skill is seen at 200,
