@@ -7,8 +7,8 @@ tell nothing), both in this run; the world-state component is the recorded one (
 
 EVAL_DIR holds ``trajectories.jsonl`` as the demo's evaluation writes it (sampled episodes, then one greedy
 episode per task); TASKS_DIR the held-out tasks. Per run: success and multi-step success (sampled, greedy)
-under each rule, per family, how many episodes hedged, and whether the tau rule reproduces the recorded
-communication component (it must). One JSON line last.
+under each rule, per family, how many episodes hedged, and how many recorded communication scores each rule
+reproduces (episodes evaluated before the guard: all of them by the tau rule). One JSON line last.
 """
 
 from __future__ import annotations
@@ -38,13 +38,15 @@ async def rescore(eval_dir: Path, tasks_dir: Path) -> dict[str, Any]:
     greedy_from = len(rows) - len({r["task_id"] for r in rows})  # one greedy episode per task, last
     tau, guard = CommunicationReward(hedges=True), CommunicationReward()
     tally: dict[str, Counter[str]] = defaultdict(Counter)
-    agree = hedged = 0
+    agree: Counter[str] = Counter()
+    hedged = 0
     for i, row in enumerate(rows):
         task = tasks[row["task_id"]]
         traj = Trajectory.model_validate({k: v for k, v in row.items() if k in Trajectory.model_fields})
         recorded = dict(row.get("components") or {})
         a, b = await tau.score(task, traj), await guard.score(task, traj)
-        agree += recorded.get("communication") == a.score
+        agree["tau"] += recorded.get("communication") == a.score
+        agree["guard"] += recorded.get("communication") == b.score
         hedged += bool(b.details.get("hedged_keys"))
         mode = "greedy" if i >= greedy_from else "sampled"
         fam = family_of(task)
@@ -53,7 +55,8 @@ async def rescore(eval_dir: Path, tasks_dir: Path) -> dict[str, Any]:
             for group in ("all", *(["multistep"] if fam in MULTISTEP else []), *([fam] if fam in MULTISTEP else [])):
                 tally[f"{mode}:{group}"][f"{rule}_solved"] += ok
                 tally[f"{mode}:{group}"]["episodes"] += rule == "tau"
-    return {"episodes": len(rows), "tau_reproduces_recorded": agree, "hedged_episodes": hedged,
+    return {"episodes": len(rows), "tau_reproduces_recorded": agree["tau"],
+            "guard_reproduces_recorded": agree["guard"], "hedged_episodes": hedged,
             "success": {k: {"episodes": c["episodes"], "tau": round(100 * c["tau_solved"] / c["episodes"], 1),
                             "guard": round(100 * c["guard_solved"] / c["episodes"], 1)}
                         for k, c in sorted(tally.items())}}

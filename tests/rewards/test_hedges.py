@@ -82,6 +82,6 @@ def test_the_rescore_bench_finds_the_hedged_solves_and_reproduces_the_recorded_c
         rows.append(row)
     (tmp_path / "trajectories.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = anyio.run(rescore, tmp_path, tmp_path / "tasks")
-    assert out["tau_reproduces_recorded"] == 4 and out["hedged_episodes"] == 2
+    assert out["tau_reproduces_recorded"] == 4 and out["guard_reproduces_recorded"] == 2 and out["hedged_episodes"] == 2
     assert out["success"]["sampled:read_report"] == {"episodes": 3, "tau": 100.0, "guard": 33.3}
     assert out["success"]["greedy:multistep"] == {"episodes": 1, "tau": 100.0, "guard": 100.0}
