@@ -44,9 +44,12 @@ arm_sets() {
   else SET=(--set "answers=$NAME"); fi
 }
 # each STYLE's corpus (STYLE+x: drill_excluded), from the parts in $TOOLDOJO_CACHE/corpus or built here (15 workers)
+# RECORDS=N: N one-record reads of the foreign-world domain (corpus record_drills; base name _rN; section 32)
+RS=(); PRS=(); R=""
+if [ -n "${RECORDS:-}" ]; then RS=(--set "record_drills=$RECORDS"); PRS=(--pretrain-set "corpus.record_drills=$RECORDS"); R="_r$RECORDS"; fi
 build_corpus() {
   for style in ${STYLES:-prose keyed}; do x=false; [[ $style == *+x ]] && x=true
-    python3 bench/reader_corpus.py --set multistep_per_family=100 --set copy_drills_per_length=100 \
+    python3 bench/reader_corpus.py --set multistep_per_family=100 --set copy_drills_per_length=100 "${RS[@]}" \
       --set drill_style=${style%+x} --set drill_excluded=$x --cache "$TOOLDOJO_CACHE/corpus" --workers 15 --seeds "" \
       --save "$OUT/reader_corpus_${style/+/_}_gpu.json" 2>&1 | tail -1 | cut -c1-300
   done
@@ -80,8 +83,8 @@ case "$1" in
     base_of() { local b; case ${1%+x} in prose) b=0.66M ;; keyed) b=0.66M_kd ;; *) b="0.66M_${1/keyed/kd}"; b=${b%+x} ;; esac
       [[ $1 == *+x ]] && b="${b}x"; echo "$b"; }
     build_corpus
-    for style in ${STYLES:-prose keyed}; do name=$(base_of "$style"); x=false; [[ $style == *+x ]] && x=true
-      python3 bench/reader_sweep.py --device cuda --shapes "$name:128x2x4" "${CORPUS[@]}" \
+    for style in ${STYLES:-prose keyed}; do name=$(base_of "$style")$R; x=false; [[ $style == *+x ]] && x=true
+      python3 bench/reader_sweep.py --device cuda --shapes "$name:128x2x4" "${CORPUS[@]}" "${PRS[@]}" \
         --pretrain-set corpus.drill_style=${style%+x} --pretrain-set corpus.drill_excluded=$x \
         --pretrain-set corpus.workers=15 --pretrain-set seq_len=2048 \
         --pretrain-set batch_size=16 --max-minutes "${MINUTES:-4}" --job-timeout 420 --keep-bases /tmp/bases \
@@ -89,7 +92,7 @@ case "$1" in
     done
     wait
     tail -n 2 /tmp/sweep_*.log | cut -c1-600
-    for style in ${STYLES:-prose keyed}; do name=$(base_of "$style")
+    for style in ${STYLES:-prose keyed}; do name=$(base_of "$style")$R
       [ -d "/tmp/bases/$name" ] && tar czf "$OUT/base_$name.tgz" -C /tmp/bases "$name"; done
     ls -la "$OUT"
     ;;

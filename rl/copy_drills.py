@@ -344,15 +344,18 @@ def _record_one(domain: Any, ns: dict[str, Any], state: dict[str, Any], rng: ran
 
 
 def copy_drills(domain: Any, per_length: int, seed: int, lengths: tuple[int, ...] = DRILL_LENGTHS,
-                seeds: int = 4, style: DrillStyle = "prose", foreign_world: bool = False) -> list[str]:
-    """``per_length`` drills at each tool-output length (tokens) for ``domain`` (module docstring), rendered."""
+                seeds: int = 4, style: DrillStyle = "prose", foreign_world: bool = False,
+                records: int | None = None) -> list[str]:
+    """``per_length`` drills at each tool-output length (tokens) for ``domain`` (module docstring), rendered;
+    with ``foreign_world``, ``records`` one-record reads too (default ``per_length``)."""
     tools = [t.to_openai() for t in domain.tools]
     return [render_transcript(m, tools) for m in drill_messages(domain, per_length, seed, lengths, seeds, style,
-                                                                 foreign_world)]
+                                                                 foreign_world, records)]
 
 
 def drill_messages(domain: Any, per_length: int, seed: int, lengths: tuple[int, ...] = DRILL_LENGTHS,
-                   seeds: int = 4, style: DrillStyle = "prose", foreign_world: bool = False) -> list[list[dict[str, Any]]]:
+                   seeds: int = 4, style: DrillStyle = "prose", foreign_world: bool = False,
+                   records: int | None = None) -> list[list[dict[str, Any]]]:
     """The drills of :func:`copy_drills` as chat messages (system, user, call, output, answer)."""
     from synth.episode import brief_system_prompt
 
@@ -373,10 +376,12 @@ def drill_messages(domain: Any, per_length: int, seed: int, lengths: tuple[int, 
             if msgs is not None:
                 out.append(msgs)
                 made += 1
-    # a foreign world's one-record reads too, as many as one length's drills: the demo's read_report reads one
-    # record (bench/results/reader_gpu.md section 29: the 0.66M_kdx base copies the read's id there, not its values)
+    # a foreign world's one-record reads too (by default as many as one length's drills): the demo's read_report
+    # reads one record (bench/results/reader_gpu.md section 29: the 0.66M_kdx base copies the read's id there, not
+    # its values)
     made = tries = 0
-    while foreign_world and made < per_length and tries < 4 * per_length:
+    records = per_length if records is None else records
+    while foreign_world and made < records and tries < 4 * records:
         tries += 1
         ns = rng.choice(spaces)
         msgs = _record_one(domain, ns, foreign(ns["INITIAL_STATE"], rng), rng, system, style)

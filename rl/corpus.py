@@ -67,6 +67,8 @@ class CorpusSettings(BaseModel):
     drill_excluded: bool = Field(False, description="drill the excluded domains too, on a foreign world "
                                                      "(rl.copy_drills.foreign: fresh ids, made-up words and "
                                                      "numbers), so the base learns their outputs' format")
+    record_drills: int | None = Field(None, ge=0, description="one-record reads per foreign-world domain "
+                                                             "(default: copy_drills_per_length)")
     drill_style: DrillStyle = Field(
         "prose", description="how a drill's question and answer name the field and value (rl.copy_drills): prose, "
                              "or keyed as the output writes the pair (the demo's keyed priming, issue 28)")
@@ -131,7 +133,7 @@ def domain_data(domain: Any, seeds: range) -> list[str]:
     return out
 
 
-_DRILL_FIELDS = {"copy_drills_per_length", "drill_lengths", "drill_style", "drill_excluded"}
+_DRILL_FIELDS = {"copy_drills_per_length", "drill_lengths", "drill_style", "drill_excluded", "record_drills"}
 
 
 def _part_key(s: CorpusSettings, name: str, seed: int, kind: str = "transcripts") -> str:
@@ -141,7 +143,7 @@ def _part_key(s: CorpusSettings, name: str, seed: int, kind: str = "transcripts"
     (the transcripts are the slow part: synthesis and a sandboxed replay)."""
     from toolzoo.domains import load_domain
 
-    shaped = (s.model_dump(include=_DRILL_FIELDS) if kind == "drills"
+    shaped = (s.model_dump(include=_DRILL_FIELDS, exclude_none=True) if kind == "drills"  # unset: keys as before
               else s.model_dump(exclude={"workers", "backend", *_DRILL_FIELDS}))
     h = hashlib.sha256(json.dumps({"s": shaped, "d": name, "seed": seed, "kind": kind}, sort_keys=True).encode())
     h.update((Path(__file__).parent / ("copy_drills.py" if kind == "drills" else "corpus.py")).read_bytes())
@@ -182,7 +184,7 @@ def _part(job: tuple[CorpusSettings, str, int, str | None]) -> list[str]:
         texts = texts + _cached(cache, _part_key(s, name, seed, "drills"),
                                 lambda: copy_drills(load_domain(name), s.copy_drills_per_length, seed,
                                                     tuple(s.drill_lengths), style=s.drill_style,
-                                                    foreign_world=excluded))
+                                                    foreign_world=excluded, records=s.record_drills))
     return texts
 
 

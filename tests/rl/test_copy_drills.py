@@ -231,3 +231,13 @@ def test_priming_drills_are_sft_rows_of_the_demo_domain_on_a_foreign_world():
         assert m[-1]["content"].startswith("All done. ")  # the keyed answer of the demo's priming
         names.append(m[2]["tool_calls"][0]["function"]["name"])
     assert names == ["list_home_devices"] * 4 + ["get_home_device_status"] * 4
+
+
+def test_the_one_record_reads_are_counted_on_their_own():
+    domain = load_domain("home_devices")
+    drills = copy_drills(domain, per_length=2, seed=3, lengths=(200,), style="keyed", foreign_world=True, records=5)
+    calls = [json.loads(CALL.findall(t[t.index("<|im_start|>user"):])[0])["name"] for t in drills]
+    assert calls == ["list_home_devices"] * 2 + ["get_home_device_status"] * 5
+    # unset: as many as one length's drills, the same drills as before the setting
+    assert copy_drills(domain, per_length=2, seed=3, lengths=(200,), style="keyed", foreign_world=True) == \
+        copy_drills(domain, per_length=2, seed=3, lengths=(200,), style="keyed", foreign_world=True, records=2)
