@@ -52,7 +52,9 @@ def test_foreign_drills_of_the_demo_domain_hold_nothing_of_its_held_out_tasks(he
                        drill_lengths=[200, 1000], drill_style="keyed", drill_excluded=True, backend="local")
     corpus = build_corpus(s)
     home = [t for t in corpus.texts if '{"name": "list_home_' in t and "<tool_response>" in t]
-    assert len(home) == 4 and corpus.counts["transcripts"] > len(home)
+    # 2 reads in a device list at each of 2 lengths, then 2 reads of one device's status
+    assert len(home) == 6 and corpus.counts["transcripts"] > len(home)
+    assert sum('"name": "get_home_device_status", "arguments": {"device_id": ' in t for t in home) == 2
     assert held_out_leaks(corpus.texts, held_out) == []
     assert not any('{"name": "list_home_' in t for t in build_corpus(s.model_copy(update={"drill_excluded": False})).texts)
 
