@@ -17,9 +17,9 @@ not in 'H-10', 'IL' is not in 'Illinois').
 
 **A hedge says nothing** (`without_hedges`): a message that gives one key two different values, one of them
 not expected (`"room": "kitchen", "room": "porch"`), has told neither, so those pairs are taken out before
-matching. Without
-it, an answer that lists every frequent value of a field meets the check (bench/results/reader_gpu.md section 30:
-after Dr. GRPO, 24 of one seed's 41 solved read_report episodes answered so).
+matching. Without it, an answer that lists every frequent value of a field meets the check
+(bench/results/reader_gpu.md section 30: after Dr. GRPO, one seed's held-out read_report success is 29.6% with
+hedges counted and 18.5% without).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A hedge tells nothing: an answer that gives one key several values, one of them not expected, does not meet the
-communication check (rewards.mentions.without_hedges; bench/results/reader_gpu.md section 30: after Dr. GRPO,
-24 of one seed's 41 solved read_report episodes answered `"room": "kitchen", ..., "room": "porch", "room": "hallway"`)."""
+communication check (rewards.mentions.without_hedges; bench/results/reader_gpu.md section 30: after Dr. GRPO, a
+third of one seed's solved read_report episodes answered `"room": "kitchen", ..., "room": "porch", "room": "hallway"`)."""
 
 from __future__ import annotations
 
