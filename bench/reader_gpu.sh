@@ -47,6 +47,9 @@ arm_sets() {
 # RECORDS=N: N one-record reads of the foreign-world domain (corpus record_drills; base name _rN; section 32)
 RS=(); PRS=(); R=""
 if [ -n "${RECORDS:-}" ]; then RS=(--set "record_drills=$RECORDS"); PRS=(--pretrain-set "corpus.record_drills=$RECORDS"); R="_r$RECORDS"; fi
+# WORDS=real: the foreign world's strings are real words of their kind, none of the world's (corpus foreign_words;
+# base name _w; section 33)
+if [ "${WORDS:-made_up}" = real ]; then RS+=(--set foreign_words=real); PRS+=(--pretrain-set corpus.foreign_words=real); R="${R}_w"; fi
 build_corpus() {
   for style in ${STYLES:-prose keyed}; do x=false; [[ $style == *+x ]] && x=true
     python3 bench/reader_corpus.py --set multistep_per_family=100 --set copy_drills_per_length=100 "${RS[@]}" \

@@ -61,11 +61,13 @@ from rl.chat_render import render_transcript
 from synth.task_values import humanize, id_like, json_pair
 
 __all__ = ["CHARS_PER_TOKEN", "copy_drills", "DRILL_LENGTHS", "DRILL_STYLES", "DrillStyle", "drill_messages", "foreign",
+           "ForeignWords",
            "priming_drills"]
 
 CHARS_PER_TOKEN = 1.75  # JSON tool outputs on the base's 2,048-token BPE (rl/base): 1.6-1.9, measured
 DRILL_LENGTHS: tuple[int, ...] = (200, 500, 1000)
 DrillStyle = Literal["prose", "keyed", "keyed2"]
+ForeignWords = Literal["made_up", "real"]
 DRILL_STYLES: tuple[str, ...] = get_args(DrillStyle)
 _FACTORS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32)
 _TAIL_NUMBER = re.compile(r"^(.*?)(\d+)$")
@@ -127,11 +129,13 @@ def _grow(state: dict[str, Any], factor: int, rng: random.Random) -> dict[str, A
 _CONSONANTS, _VOWELS = "bdfgkmnprstvz", "aeiou"
 
 
-def foreign(state: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+def foreign(state: dict[str, Any], rng: random.Random, words: ForeignWords = "made_up") -> dict[str, Any]:
     """``state`` with no id, string or number of its own (module docstring): the same shape and keys, every
     record under a fresh id of its own prefix, ten or more past the world's (references follow; the worlds of
     other seeds hold a few more records, and a held-out task may name one), each distinct string one made-up word per word, each
-    number another of its type. The domain's tools read it as they read the seeded world."""
+    number another of its type. The domain's tools read it as they read the seeded world.
+
+    ``words="real"``: real words of the same kind instead (:func:`_real_swap`), none of them the world's."""
     ids: dict[str, str] = {}
     for key in _collections(state):
         kinds: dict[str, list[str]] = {}  # by prefix: a thermostat stays a TH-, ten past the world's last
@@ -139,6 +143,8 @@ def foreign(state: dict[str, Any], rng: random.Random) -> dict[str, Any]:
             kinds.setdefault(m.group(1) if (m := _TAIL_NUMBER.match(rid)) else "", []).append(rid)
         for old in kinds.values():
             ids.update(zip(old, _fresh_ids(old, len(old), rng, skip=9), strict=True))
+    if words == "real":
+        return _real_swap(state, ids, rng)
     taken = {w.lower() for v in _strings(state) for w in v.split()}
     words: dict[str, str] = {}
 
@@ -166,6 +172,109 @@ def foreign(state: dict[str, Any], rng: random.Random) -> dict[str, Any]:
         if isinstance(x, str):
             return ids.get(x) or " ".join(word(w) for w in x.split())
         return x
+
+    return swap(state)
+
+
+# Real words a foreign world's strings become with words="real": rooms for the values of a room-like field, any
+# other word from the second list; an entry that is one of the world's values or words is never drawn
+_REAL_ROOMS = ("attic", "basement", "cellar", "den", "library", "loft", "nursery", "pantry", "studio", "sunroom",
+               "terrace", "veranda", "workshop", "laundry", "lobby", "foyer", "gym", "playroom", "balcony", "patio",
+               "study", "closet", "mudroom", "gallery", "bathroom", "lounge", "parlor", "shed", "greenhouse",
+               "atrium", "dining room", "guest room", "game room", "utility room", "boot room", "sitting room")
+_REAL_WORDS = ("amber", "cedar", "maple", "willow", "harbor", "meadow", "river", "stone", "silver", "copper",
+               "summit", "canyon", "coral", "ember", "frost", "glacier", "island", "jasper", "lagoon", "marble",
+               "orchid", "pebble", "quartz", "raven", "sable", "timber", "violet", "cobalt", "dune", "fern",
+               "granite", "hazel", "ivory", "juniper", "lantern", "mosaic", "nectar", "olive", "pine", "ridge",
+               "saffron", "tulip", "valley", "walnut", "birch", "breeze", "cliff", "daisy", "falcon", "garnet",
+               "heron", "indigo", "lilac", "mist", "oak", "plum", "rose", "sparrow", "thistle", "umber", "wren",
+               "aspen", "bramble", "clover", "dawn", "elm", "flint", "grove", "hollow", "iris", "kestrel",
+               "linen", "moss", "north", "opal", "prairie", "reed", "shore", "tide", "vale", "wave", "cozy", "early",
+               "late", "quiet", "bright", "calm", "eco", "cool", "away", "manual", "sleep", "boost", "party")
+_REAL_KINDS = ("lamp", "latch", "heater", "sensor", "camera", "speaker", "plug", "fan", "blind", "valve", "alarm",
+               "switch", "bulb", "socket", "router", "doorbell", "sprinkler", "purifier", "humidifier", "kettle")
+_ROOM_FIELDS = ("room", "location", "zone", "area", "place")
+_KIND_FIELDS = ("type", "kind", "category")
+
+
+def _real_swap(state: dict[str, Any], ids: dict[str, str], rng: random.Random) -> dict[str, Any]:
+    """``state`` with its ids swapped by ``ids`` and every other value a real one of its kind, none of the world's:
+    a room (the value of a room-like field, `"living room"`) another room wherever it is written (`"Living Room
+    light"` becomes `"Attic lamp"`), a kind (the value of a `type` field) another kind (`"light"` -> `"lamp"`;
+    kept, a held-out task that asks a lock's type would find its answer beside the read in every lock's drill),
+    every other word another real word (`"Good night"`, `"heat"`), digits other digits, an
+    int of 0-100 another of 1-100 (percentages), a larger one another near it at its own rounding
+    (`color_temp_k` 2700 -> 3500), a float another near it. Bench/results/reader_gpu.md section 33: made-up words
+    teach a base to copy made-up words, not the room a real output writes."""
+    values = {v.lower() for v in _strings(state)}
+    taken = values | {w for v in values for w in v.split()}
+    kinds: set[str] = set()
+    rooms: set[str] = set()
+
+    def scan(x: Any) -> None:
+        if isinstance(x, dict):
+            for k, v in x.items():
+                if isinstance(v, str) and k.lower() in _ROOM_FIELDS:
+                    rooms.add(v.lower())
+                elif isinstance(v, str) and k.lower() in _KIND_FIELDS:
+                    kinds.add(v.lower())
+                scan(v)
+        elif isinstance(x, list):
+            for v in x:
+                scan(v)
+
+    scan(state)
+    room_pool, kind_pool, word_pool = ([w for w in pool if w not in taken] for pool in (_REAL_ROOMS, _REAL_KINDS,
+                                                                                       _REAL_WORDS))
+    for pool in (room_pool, kind_pool, word_pool):
+        rng.shuffle(pool)
+    # a phrase of the world that is a room or a kind becomes another of its kind wherever it is written
+    phrases = {r: room_pool.pop() if room_pool else f"{r} wing" for r in sorted(rooms)}
+    phrases |= {k: kind_pool.pop() if kind_pool else f"{k} unit" for k in sorted(kinds - rooms)}
+    word_map: dict[str, str] = {}
+
+    def cased(new: str, old: str) -> str:
+        return new.title() if old[:1].isupper() else new
+
+    def text(s: str) -> str:
+        if s in ids:
+            return ids[s]
+        parts, out, i = s.split(), [], 0
+        while i < len(parts):  # the longest phrase written here first: "Living Room light" holds "living room"
+            hit = next((r for r in sorted(phrases, key=len, reverse=True)
+                        if [p.lower() for p in parts[i:i + len(r.split())]] == r.split()), None)
+            if hit is not None:
+                out.append(cased(phrases[hit], parts[i]))
+                i += len(hit.split())
+                continue
+            w = parts[i].lower()
+            if w.isdigit():
+                out.append("".join(rng.choice("0123456789") for _ in w))
+            else:
+                if w not in word_map:
+                    word_map[w] = word_pool.pop() if word_pool else f"{w}x"
+                out.append(cased(word_map[w], parts[i]))
+            i += 1
+        return " ".join(out)
+
+    def number(v: int | float) -> int | float:
+        if isinstance(v, float):
+            return round(v * rng.uniform(0.7, 1.3), 1)
+        if 0 <= v <= 100:
+            return rng.randint(1, 100)
+        step = 100 if v % 100 == 0 else 1
+        return max(step, round(v * rng.uniform(0.6, 1.4) / step) * step)
+
+    def swap(x: Any) -> Any:
+        if isinstance(x, dict):
+            return {ids.get(k, k): swap(v) for k, v in x.items()}
+        if isinstance(x, list):
+            return [swap(v) for v in x]
+        if isinstance(x, bool) or x is None:
+            return x
+        if isinstance(x, (int, float)):
+            return number(x)
+        return text(x) if isinstance(x, str) else x
 
     return swap(state)
 
@@ -345,22 +454,25 @@ def _record_one(domain: Any, ns: dict[str, Any], state: dict[str, Any], rng: ran
 
 def copy_drills(domain: Any, per_length: int, seed: int, lengths: tuple[int, ...] = DRILL_LENGTHS,
                 seeds: int = 4, style: DrillStyle = "prose", foreign_world: bool = False,
-                records: int | None = None) -> list[str]:
+                records: int | None = None, words: ForeignWords = "made_up") -> list[str]:
     """``per_length`` drills at each tool-output length (tokens) for ``domain`` (module docstring), rendered;
-    with ``foreign_world``, ``records`` one-record reads too (default ``per_length``)."""
+    with ``foreign_world``, ``records`` one-record reads too (default ``per_length``), the foreign world's
+    strings made-up ``words`` or real ones (:func:`foreign`)."""
     tools = [t.to_openai() for t in domain.tools]
     return [render_transcript(m, tools) for m in drill_messages(domain, per_length, seed, lengths, seeds, style,
-                                                                 foreign_world, records)]
+                                                                 foreign_world, records, words)]
 
 
 def drill_messages(domain: Any, per_length: int, seed: int, lengths: tuple[int, ...] = DRILL_LENGTHS,
                    seeds: int = 4, style: DrillStyle = "prose", foreign_world: bool = False,
-                   records: int | None = None) -> list[list[dict[str, Any]]]:
+                   records: int | None = None, words: ForeignWords = "made_up") -> list[list[dict[str, Any]]]:
     """The drills of :func:`copy_drills` as chat messages (system, user, call, output, answer)."""
     from synth.episode import brief_system_prompt
 
     if style not in DRILL_STYLES:
         raise ValueError(f"drill style {style!r}: use one of {', '.join(DRILL_STYLES)}")
+    if words not in get_args(ForeignWords):
+        raise ValueError(f"foreign words {words!r}: use one of {', '.join(get_args(ForeignWords))}")
 
     rng = random.Random(f"tooldojo-drills:{domain.name}:{seed}")
     spaces = [_namespace(domain, s) for s in range(seeds)]
@@ -371,7 +483,7 @@ def drill_messages(domain: Any, per_length: int, seed: int, lengths: tuple[int, 
         while made < per_length and tries < 4 * per_length:
             tries += 1
             ns = rng.choice(spaces)
-            state = foreign(ns["INITIAL_STATE"], rng) if foreign_world else ns["INITIAL_STATE"]
+            state = foreign(ns["INITIAL_STATE"], rng, words) if foreign_world else ns["INITIAL_STATE"]
             msgs = _one(domain, ns, state, target, rng, system, style, filtered=foreign_world)
             if msgs is not None:
                 out.append(msgs)
@@ -384,7 +496,7 @@ def drill_messages(domain: Any, per_length: int, seed: int, lengths: tuple[int, 
     while foreign_world and made < records and tries < 4 * records:
         tries += 1
         ns = rng.choice(spaces)
-        msgs = _record_one(domain, ns, foreign(ns["INITIAL_STATE"], rng), rng, system, style)
+        msgs = _record_one(domain, ns, foreign(ns["INITIAL_STATE"], rng, words), rng, system, style)
         if msgs is not None:
             out.append(msgs)
             made += 1

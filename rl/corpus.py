@@ -37,7 +37,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from rl.chat_render import render_transcript
-from rl.copy_drills import DrillStyle
+from rl.copy_drills import DrillStyle, ForeignWords
 
 __all__ = ["CorpusSettings", "Corpus", "build_corpus", "cached_corpus", "copy_spans", "domain_docs", "domain_data"]
 
@@ -69,6 +69,9 @@ class CorpusSettings(BaseModel):
                                                      "numbers), so the base learns their outputs' format")
     record_drills: int | None = Field(None, ge=0, description="one-record reads per foreign-world domain "
                                                              "(default: copy_drills_per_length)")
+    foreign_words: ForeignWords | None = Field(None, description="a foreign world's strings: made-up words "
+                                                                 "(default) or real ones of the same kind, none of the "
+                                                                 "world's (rl.copy_drills.foreign)")
     drill_style: DrillStyle = Field(
         "prose", description="how a drill's question and answer name the field and value (rl.copy_drills): prose, "
                              "or keyed as the output writes the pair (the demo's keyed priming, issue 28)")
@@ -133,7 +136,9 @@ def domain_data(domain: Any, seeds: range) -> list[str]:
     return out
 
 
-_DRILL_FIELDS = {"copy_drills_per_length", "drill_lengths", "drill_style", "drill_excluded", "record_drills"}
+_DRILL_FIELDS = {"copy_drills_per_length", "drill_lengths", "drill_style", "drill_excluded", "record_drills",
+                 "foreign_words"}
+_FOREIGN_FIELDS = {"record_drills", "foreign_words"}
 
 
 def _part_key(s: CorpusSettings, name: str, seed: int, kind: str = "transcripts") -> str:
@@ -143,7 +148,9 @@ def _part_key(s: CorpusSettings, name: str, seed: int, kind: str = "transcripts"
     (the transcripts are the slow part: synthesis and a sandboxed replay)."""
     from toolzoo.domains import load_domain
 
-    shaped = (s.model_dump(include=_DRILL_FIELDS, exclude_none=True) if kind == "drills"  # unset: keys as before
+    # unset: keys as before; a domain with tasks is drilled on its own world, which no foreign-world field touches
+    own = set() if name in s.exclude_domains else _FOREIGN_FIELDS
+    shaped = (s.model_dump(include=_DRILL_FIELDS - own, exclude_none=True) if kind == "drills"
               else s.model_dump(exclude={"workers", "backend", *_DRILL_FIELDS}))
     h = hashlib.sha256(json.dumps({"s": shaped, "d": name, "seed": seed, "kind": kind}, sort_keys=True).encode())
     h.update((Path(__file__).parent / ("copy_drills.py" if kind == "drills" else "corpus.py")).read_bytes())
@@ -184,7 +191,8 @@ def _part(job: tuple[CorpusSettings, str, int, str | None]) -> list[str]:
         texts = texts + _cached(cache, _part_key(s, name, seed, "drills"),
                                 lambda: copy_drills(load_domain(name), s.copy_drills_per_length, seed,
                                                     tuple(s.drill_lengths), style=s.drill_style,
-                                                    foreign_world=excluded, records=s.record_drills))
+                                                    foreign_world=excluded, records=s.record_drills,
+                                                    words=s.foreign_words or "made_up"))
     return texts
 
 

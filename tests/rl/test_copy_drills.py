@@ -241,3 +241,55 @@ def test_the_one_record_reads_are_counted_on_their_own():
     # unset: as many as one length's drills, the same drills as before the setting
     assert copy_drills(domain, per_length=2, seed=3, lengths=(200,), style="keyed", foreign_world=True) == \
         copy_drills(domain, per_length=2, seed=3, lengths=(200,), style="keyed", foreign_world=True, records=2)
+
+
+def test_a_real_word_foreign_world_has_real_words_of_each_kind_and_none_of_the_worlds():
+    import random
+
+    from rl.copy_drills import _REAL_KINDS, _REAL_ROOMS, _collections, _namespace, _strings, foreign
+
+    domain = load_domain("home_devices")
+    ns = _namespace(domain, 0)
+    state = ns["INITIAL_STATE"]
+    world = foreign(state, random.Random(3), words="real")
+    assert world == foreign(state, random.Random(3), words="real") != foreign(state, random.Random(3))
+    values = {s.lower() for s in _strings(state)} - {k.lower() for k in _strings_keys(state)}
+    for key in _collections(state):
+        assert len(world[key]) == len(state[key]) and not set(world[key]) & set(state[key])
+        for old, new in zip(state[key].values(), world[key].values(), strict=True):
+            assert set(old) == set(new)
+            for f, v in new.items():  # no string of the world's; the same type; a percentage stays one
+                assert not (isinstance(v, str) and v.lower() in values), (f, v)
+                assert type(v) is type(old[f]), (f, v)
+                if f in ("brightness", "battery_pct"):
+                    assert 1 <= v <= 100
+    lights = [new for old, new in zip(state["devices"].values(), world["devices"].values(), strict=True)
+              if old["type"] == "light"]  # a light is named "<Room> light": the same room, written as a name
+    assert lights and all(d["room"] in _REAL_ROOMS for d in world["devices"].values())
+    # a kind is another kind, the same for every record of it, and written so in the names too
+    kinds = {old["type"]: new["type"] for old, new in zip(state["devices"].values(), world["devices"].values(),
+                                                          strict=True)}
+    assert len(set(kinds.values())) == len(kinds) and set(kinds.values()) <= set(_REAL_KINDS)
+    for d in lights:
+        assert d["name"] == f"{d['room'].title()} {d['type']}", d
+    # the domain's own tools read it
+    dev = next(iter(world["devices"]))
+    assert ns["get_home_device_status"](world, device_id=dev)["room"] == world["devices"][dev]["room"]
+
+
+def test_real_word_drills_meet_no_held_out_task_and_copy_the_output():
+    from rl.corpus import held_out_leaks
+    from synth.task_families import split_by_entity, synthesize_family_tasks
+
+    domain = load_domain("home_devices")
+    drills = copy_drills(domain, per_length=4, seed=7, lengths=(200, 500), style="keyed", foreign_world=True,
+                         records=40, words="real")
+    # answers copy from the output (a boolean, a one-digit number or a value the request holds is no span)
+    assert len(drills) == 48 and sum(bool(copy_spans(t)) for t in drills) >= 36
+    made = synthesize_family_tasks({"read_report": 24}, seed=0, domains=["home_devices"], quote_values=True,
+                                   quote_fields=True, domain_seeds=32)
+    held = split_by_entity(made, held_per_family=12, seed=0)[1]
+    # the held-out answers are the world's rooms, names, kinds and modes ("lock" alone, for a lock's type)
+    assert held and all(t.expected_outputs for t in held) and not held_out_leaks(drills, held)
+    with pytest.raises(ValueError, match="foreign words"):
+        copy_drills(domain, per_length=1, seed=0, lengths=(200,), foreign_world=True, words="fake")  # type: ignore[arg-type]
