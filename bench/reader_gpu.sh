@@ -50,6 +50,8 @@ if [ -n "${RECORDS:-}" ]; then RS=(--set "record_drills=$RECORDS"); PRS=(--pretr
 # WORDS=real: the foreign world's strings are real words of their kind, none of the world's (corpus foreign_words;
 # base name _w; section 33)
 if [ "${WORDS:-made_up}" = real ]; then RS+=(--set foreign_words=real); PRS+=(--pretrain-set corpus.foreign_words=real); R="${R}_w"; fi
+# FOREIGN_ALL=1: every domain's drills on a foreign world (corpus foreign_all; base name _fa; section 33)
+if [ -n "${FOREIGN_ALL:-}" ]; then RS+=(--set foreign_all=true); PRS+=(--pretrain-set corpus.foreign_all=true); R="${R}_fa"; fi
 build_corpus() {
   for style in ${STYLES:-prose keyed}; do x=false; [[ $style == *+x ]] && x=true
     python3 bench/reader_corpus.py --set multistep_per_family=100 --set copy_drills_per_length=100 "${RS[@]}" \

@@ -69,6 +69,9 @@ class CorpusSettings(BaseModel):
                                                      "numbers), so the base learns their outputs' format")
     record_drills: int | None = Field(None, ge=0, description="one-record reads per foreign-world domain "
                                                              "(default: copy_drills_per_length)")
+    foreign_all: bool | None = Field(None, description="drill every domain on a foreign world, not its own: its own "
+                                                       "world's values are in its transcripts, so a base can recall "
+                                                       "them instead of copying (bench/copy_probe.py)")
     foreign_words: ForeignWords | None = Field(None, description="a foreign world's strings: made-up words "
                                                                  "(default) or real ones of the same kind, none of the "
                                                                  "world's (rl.copy_drills.foreign)")
@@ -137,8 +140,8 @@ def domain_data(domain: Any, seeds: range) -> list[str]:
 
 
 _DRILL_FIELDS = {"copy_drills_per_length", "drill_lengths", "drill_style", "drill_excluded", "record_drills",
-                 "foreign_words"}
-_FOREIGN_FIELDS = {"record_drills", "foreign_words"}
+                 "foreign_words", "foreign_all"}
+_FOREIGN_FIELDS = {"record_drills", "foreign_words"}  # what a domain drilled on its own world ignores
 
 
 def _part_key(s: CorpusSettings, name: str, seed: int, kind: str = "transcripts") -> str:
@@ -149,7 +152,7 @@ def _part_key(s: CorpusSettings, name: str, seed: int, kind: str = "transcripts"
     from toolzoo.domains import load_domain
 
     # unset: keys as before; a domain with tasks is drilled on its own world, which no foreign-world field touches
-    own = set() if name in s.exclude_domains else _FOREIGN_FIELDS
+    own = set() if name in s.exclude_domains or s.foreign_all else _FOREIGN_FIELDS
     shaped = (s.model_dump(include=_DRILL_FIELDS - own, exclude_none=True) if kind == "drills"
               else s.model_dump(exclude={"workers", "backend", *_DRILL_FIELDS}))
     h = hashlib.sha256(json.dumps({"s": shaped, "d": name, "seed": seed, "kind": kind}, sort_keys=True).encode())
@@ -183,6 +186,7 @@ def _part(job: tuple[CorpusSettings, str, int, str | None]) -> list[str]:
     or built; an excluded domain's part is its foreign-world drills alone."""
     s, name, seed, cache = job
     excluded = name in s.exclude_domains
+    foreign = excluded or bool(s.foreign_all)
     texts = [] if excluded else _cached(cache, _part_key(s, name, seed), lambda: _transcripts(s, name, seed))
     if s.copy_drills_per_length:
         from rl.copy_drills import copy_drills
@@ -191,7 +195,7 @@ def _part(job: tuple[CorpusSettings, str, int, str | None]) -> list[str]:
         texts = texts + _cached(cache, _part_key(s, name, seed, "drills"),
                                 lambda: copy_drills(load_domain(name), s.copy_drills_per_length, seed,
                                                     tuple(s.drill_lengths), style=s.drill_style,
-                                                    foreign_world=excluded, records=s.record_drills,
+                                                    foreign_world=foreign, records=s.record_drills,
                                                     words=s.foreign_words or "made_up"))
     return texts
 

@@ -57,6 +57,10 @@ def test_foreign_drills_of_the_demo_domain_hold_nothing_of_its_held_out_tasks(he
     assert sum('"name": "get_home_device_status", "arguments": {"device_id": ' in t for t in home) == 2
     assert held_out_leaks(corpus.texts, held_out) == []
     assert not any('{"name": "list_home_' in t for t in build_corpus(s.model_copy(update={"drill_excluded": False})).texts)
+    # in real words of the world's kinds (section 33 of bench/results/reader_gpu.md), none of them the world's
+    real = build_corpus(s.model_copy(update={"foreign_words": "real", "record_drills": 20})).texts
+    assert sum('"name": "get_home_device_status", "arguments": {"device_id": ' in t for t in real) == 20
+    assert held_out_leaks(real, held_out) == []
 
 
 def test_expected_outputs_count_outside_the_tool_schemas_only():
