@@ -23,7 +23,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402, F401  (first: fixes sys.path)
 
-from bench._common import emit  # noqa: E402
+from bench._stages import report  # noqa: E402
 
 
 async def rescore(eval_dir: Path, tasks_dir: Path) -> dict[str, Any]:
@@ -75,11 +75,12 @@ def main() -> int:
 
     pairs = list(zip(args.pairs[::2], args.pairs[1::2], strict=True))
     names = args.names.split(",") if args.names else [str(i) for i in range(len(pairs))]
+    if len(names) != len(pairs):
+        print(f"error: --names gives {len(names)} names for {len(pairs)} EVAL_DIR TASKS_DIR pairs", file=sys.stderr)
+        return 2
     result = {"bench": "hedge_rescore", "runs": {n: anyio.run(rescore, Path(e), Path(t))
                                                  for n, (e, t) in zip(names, pairs, strict=True)}}
-    if args.save:
-        Path(args.save).write_text(json.dumps(result, indent=2) + "\n")
-    emit(result, head=("runs",))
+    report(result, args.save, ("runs",))
     return 0
 
 

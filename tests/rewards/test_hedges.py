@@ -85,3 +85,14 @@ def test_the_rescore_bench_finds_the_hedged_solves_and_reproduces_the_recorded_c
     assert out["tau_reproduces_recorded"] == 4 and out["guard_reproduces_recorded"] == 2 and out["hedged_episodes"] == 2
     assert out["success"]["sampled:read_report"] == {"episodes": 3, "tau": 100.0, "guard": 33.3}
     assert out["success"]["greedy:multistep"] == {"episodes": 1, "tau": 100.0, "guard": 100.0}
+
+
+def test_the_rescore_bench_says_when_the_names_do_not_match_the_pairs(tmp_path, monkeypatch, capsys):
+    import sys
+
+    from tests.bench_module import load_bench
+
+    bench = load_bench("hedge_rescore")
+    monkeypatch.setattr(sys, "argv", ["hedge_rescore.py", str(tmp_path), str(tmp_path), "--names", "a,b"])
+    assert bench.main() == 2
+    assert "2 names for 1" in capsys.readouterr().err
