@@ -61,8 +61,7 @@ from rl.chat_render import render_transcript
 from synth.task_values import humanize, id_like, json_pair
 
 __all__ = ["CHARS_PER_TOKEN", "copy_drills", "DRILL_LENGTHS", "DRILL_STYLES", "DrillStyle", "drill_messages", "foreign",
-           "ForeignWords",
-           "priming_drills"]
+           "ForeignWords", "priming_drills"]
 
 CHARS_PER_TOKEN = 1.75  # JSON tool outputs on the base's 2,048-token BPE (rl/base): 1.6-1.9, measured
 DRILL_LENGTHS: tuple[int, ...] = (200, 500, 1000)
@@ -200,12 +199,12 @@ _KIND_FIELDS = ("type", "kind", "category")
 def _real_swap(state: dict[str, Any], ids: dict[str, str], rng: random.Random) -> dict[str, Any]:
     """``state`` with its ids swapped by ``ids`` and every other value a real one of its kind, none of the world's:
     a room (the value of a room-like field, `"living room"`) another room wherever it is written (`"Living Room
-    light"` becomes `"Attic lamp"`), a kind (the value of a `type` field) another kind (`"light"` -> `"lamp"`;
-    kept, a held-out task that asks a lock's type would find its answer beside the read in every lock's drill),
-    every other word another real word (`"Good night"`, `"heat"`), digits other digits, an
-    int of 0-100 another of 1-100 (percentages), a larger one another near it at its own rounding
-    (`color_temp_k` 2700 -> 3500), a float another near it. Bench/results/reader_gpu.md section 33: made-up words
-    teach a base to copy made-up words, not the room a real output writes."""
+    light"` becomes `"Attic lamp"`), a kind (the value of a `type` field) another kind (`"light"` -> `"lamp"`: with
+    the kinds kept, a held-out task that asks a lock's type has its answer beside the read in every lock's drill),
+    every other word another real word (`"Good night"`, `"heat"`), digits other digits, an int of 0-100 another of
+    1-100 (percentages), a larger one another near it at its own rounding (`color_temp_k` 2700 -> 3500), a float
+    another near it. Section 32 of bench/results/reader_gpu.md: made-up words teach a base to copy made-up words,
+    not the room a real output writes (section 33 measures this form)."""
     values = {v.lower() for v in _strings(state)}
     taken = values | {w for v in values for w in v.split()}
     kinds: set[str] = set()

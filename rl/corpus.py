@@ -152,8 +152,8 @@ def _part_key(s: CorpusSettings, name: str, seed: int, kind: str = "transcripts"
     from toolzoo.domains import load_domain
 
     # unset: keys as before; a domain with tasks is drilled on its own world, which no foreign-world field touches
-    own = set() if name in s.exclude_domains or s.foreign_all else _FOREIGN_FIELDS
-    shaped = (s.model_dump(include=_DRILL_FIELDS - own, exclude_none=True) if kind == "drills"
+    ignored = set() if name in s.exclude_domains or s.foreign_all else _FOREIGN_FIELDS
+    shaped = (s.model_dump(include=_DRILL_FIELDS - ignored, exclude_none=True) if kind == "drills"
               else s.model_dump(exclude={"workers", "backend", *_DRILL_FIELDS}))
     h = hashlib.sha256(json.dumps({"s": shaped, "d": name, "seed": seed, "kind": kind}, sort_keys=True).encode())
     h.update((Path(__file__).parent / ("copy_drills.py" if kind == "drills" else "corpus.py")).read_bytes())
