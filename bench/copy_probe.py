@@ -87,7 +87,7 @@ def probe(paths: list[str], domains: list[str], n: int) -> dict[str, Any]:
         for (d, w), ts in texts.items():
             records = [r for t in ts for r in rc.score_episode(model, tok, t, answer_values(t))]
             res.setdefault(d, {})[w] = {k: v for k, v in rc.summarise(records).items() if k != "candidates"}
-        out[Path(path).name] = res
+        out[path] = res
         print(f"[copy_probe] {path}: {json.dumps(res)}", file=sys.stderr, flush=True)
     return out
 

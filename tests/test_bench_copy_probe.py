@@ -19,7 +19,7 @@ def test_the_probe_scores_each_world_on_the_shipped_base():
     texts = {w: probe.drills("retail_orders", w, 3) for w in probe.WORLDS}
     assert all(texts.values()) and texts["own"] != texts["real"] != texts["made_up"]
     out = probe.probe([str(SHIPPED_BASE)], ["retail_orders"], 3)
-    res = out[SHIPPED_BASE.name]["retail_orders"]
+    res = out[str(SHIPPED_BASE)]["retail_orders"]
     assert set(res) == set(probe.WORLDS)
     for world in probe.WORLDS:
         assert res[world]["values"] > 0 and 0.0 <= res[world]["first"] <= 1.0
