@@ -55,7 +55,7 @@ import copy
 import json
 import random
 import re
-from typing import Any, Literal, get_args
+from typing import Any, Callable, Literal, get_args
 
 from rl.chat_render import render_transcript
 from synth.task_values import humanize, id_like, json_pair
@@ -157,22 +157,24 @@ def foreign(state: dict[str, Any], rng: random.Random, words: ForeignWords = "ma
             words[w] = new.title() if w[:1].isupper() else new
         return words[w]
 
-    def swap(x: Any) -> Any:
-        if isinstance(x, dict):
-            return {ids.get(k, k): swap(v) for k, v in x.items()}
-        if isinstance(x, list):
-            return [swap(v) for v in x]
-        if isinstance(x, bool) or x is None:
-            return x
-        if isinstance(x, int):
-            return rng.randint(1000, 9999)
-        if isinstance(x, float):
-            return round(rng.uniform(100.0, 999.0), 1)
-        if isinstance(x, str):
-            return ids.get(x) or " ".join(word(w) for w in x.split())
-        return x
+    def number(v: int | float) -> int | float:
+        return rng.randint(1000, 9999) if isinstance(v, int) else round(rng.uniform(100.0, 999.0), 1)
 
-    return swap(state)
+    return _swap(state, ids, number, lambda x: ids.get(x) or " ".join(word(w) for w in x.split()))
+
+
+def _swap(x: Any, ids: dict[str, str], number: Callable[[int | float], int | float], text: Callable[[str], str]) -> Any:
+    """``x`` with its dict keys that are ids swapped by ``ids``, each number by ``number`` and each string by
+    ``text``, booleans and None kept (the walk both forms of :func:`foreign` share)."""
+    if isinstance(x, dict):
+        return {ids.get(k, k): _swap(v, ids, number, text) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_swap(v, ids, number, text) for v in x]
+    if isinstance(x, bool) or x is None:
+        return x
+    if isinstance(x, (int, float)):
+        return number(x)
+    return text(x) if isinstance(x, str) else x
 
 
 # Real words a foreign world's strings become with words="real": rooms for the values of a room-like field, any
@@ -264,18 +266,7 @@ def _real_swap(state: dict[str, Any], ids: dict[str, str], rng: random.Random) -
         step = 100 if v % 100 == 0 else 1
         return max(step, round(v * rng.uniform(0.6, 1.4) / step) * step)
 
-    def swap(x: Any) -> Any:
-        if isinstance(x, dict):
-            return {ids.get(k, k): swap(v) for k, v in x.items()}
-        if isinstance(x, list):
-            return [swap(v) for v in x]
-        if isinstance(x, bool) or x is None:
-            return x
-        if isinstance(x, (int, float)):
-            return number(x)
-        return text(x) if isinstance(x, str) else x
-
-    return swap(state)
+    return _swap(state, ids, number, text)
 
 
 def _strings(x: Any) -> list[str]:
