@@ -87,18 +87,24 @@ case "$1" in
     # drills the demo's domain on a foreign world, corpus drill_excluded: keyed+x -> base 0.66M_kdx, section 29)
     base_of() { local b; case ${1%+x} in prose) b=0.66M ;; keyed) b=0.66M_kd ;; *) b="0.66M_${1/keyed/kd}"; b=${b%+x} ;; esac
       [[ $1 == *+x ]] && b="${b}x"; echo "$b"; }
+    # DSHAPES="0.66M:128x2x4 4M:256x4x4" pretrains each style in each shape, side by side (section 35; the
+    # label replaces 0.66M in the base's name); a base over 15 MB comes back in 15 MB pieces
     build_corpus
-    for style in ${STYLES:-prose keyed}; do name=$(base_of "$style")$R; x=false; [[ $style == *+x ]] && x=true
-      python3 bench/reader_sweep.py --device cuda --shapes "$name:128x2x4" "${CORPUS[@]}" "${PRS[@]}" \
-        --pretrain-set corpus.drill_style=${style%+x} --pretrain-set corpus.drill_excluded=$x \
-        --pretrain-set corpus.workers=15 --pretrain-set seq_len=2048 \
-        --pretrain-set batch_size=16 --max-minutes "${MINUTES:-4}" --job-timeout 420 --keep-bases /tmp/bases \
-        --out "/tmp/rs_${style/+/_}" --save "$OUT/reader_sweep_drills_${style/+/_}_gpu.json" > "/tmp/sweep_${style/+/_}.log" 2>&1 &
+    for style in ${STYLES:-prose keyed}; do x=false; [[ $style == *+x ]] && x=true
+      for sh in ${DSHAPES:-0.66M:128x2x4}; do label=${sh%%:*}; name=$(base_of "$style")$R; name=${name/0.66M/$label}
+        tag=${style/+/_}; [ "$label" = 0.66M ] || tag="${tag}_$label"
+        python3 bench/reader_sweep.py --device cuda --shapes "$name:${sh#*:}" "${CORPUS[@]}" "${PRS[@]}" \
+          --pretrain-set corpus.drill_style=${style%+x} --pretrain-set corpus.drill_excluded=$x \
+          --pretrain-set corpus.workers=15 --pretrain-set seq_len=2048 \
+          --pretrain-set batch_size=16 --max-minutes "${MINUTES:-4}" --job-timeout 480 --keep-bases /tmp/bases \
+          --out "/tmp/rs_$tag" --save "$OUT/reader_sweep_drills_${tag}_gpu.json" > "/tmp/sweep_$tag.log" 2>&1 &
+      done
     done
     wait
     tail -n 2 /tmp/sweep_*.log | cut -c1-600
-    for style in ${STYLES:-prose keyed}; do name=$(base_of "$style")$R
-      [ -d "/tmp/bases/$name" ] && tar czf "$OUT/base_$name.tgz" -C /tmp/bases "$name"; done
+    for style in ${STYLES:-prose keyed}; do for sh in ${DSHAPES:-0.66M:128x2x4}; do
+      name=$(base_of "$style")$R; name=${name/0.66M/${sh%%:*}}; [ -d "/tmp/bases/$name" ] || continue
+      tar czf - -C /tmp/bases "$name" | split -b 15M - "$OUT/base_$name.tgz."; done; done
     ls -la "$OUT"
     ;;
   prime)
