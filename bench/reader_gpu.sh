@@ -146,11 +146,13 @@ case "$1" in
       python3 -c "import json,sys,pathlib; print(json.dumps({p.stem: json.loads(p.read_text()) for p in sorted(pathlib.Path(sys.argv[1]).glob('*.json'))}))" \
         "/tmp/$d" > "$OUT/$([ $d = rqf ] && echo multistep_failures || echo reader_choice)_reader_answers_primed_gpu.json"
     done
-    # every arm's primed seeds in one tarball (~9 MB), for answers_rl on a fresh machine (carry them in .carry/rq)
+    # every arm's primed seeds in one tarball (~12 MB at 0.66M, 46 MB at 4M: then in 15 MB pieces, as the device
+    # returns no file over 16 MB), for answers_rl on a fresh machine (carry them in .carry/rq; section 35)
     for name in "${names[@]}"; do parts=(); for s in 0 1 2; do [ -f "/tmp/rq/$name/seed-$s/prepared.json" ] && \
       parts+=("tmp/rq/$name/seed-$s/prepared.json" "tmp/rq/$name/seed-$s/tasks" "tmp/rq/$name/seed-$s/sft" \
               "tmp/rq/$name/seed-$s/prime"); done
-      [ ${#parts[@]} -gt 0 ] && tar czf "$OUT/rq_$name.tgz" -C / --exclude='checkpoint-*' "${parts[@]}"; done
+      [ ${#parts[@]} -gt 0 ] && tar czf - -C / --exclude='checkpoint-*' "${parts[@]}" | split -b 15M - "$OUT/rq_$name.tgz."
+      [ -e "$OUT/rq_$name.tgz.ab" ] || mv "$OUT/rq_$name.tgz.aa" "$OUT/rq_$name.tgz"; done
     ls -la "$OUT"
     ;;
   answers_rl)
@@ -158,6 +160,7 @@ case "$1" in
     # ARMS="A B" trains the arms side by side (the 6 workers shared); VARIANTS="demo: NAME:k=v;k=v" (no spaces
     # inside one) trains each variant from the same checkpoints. Failures of every arm, variant and seed in one JSON.
     for t in .carry/rq/*.tgz; do [ -e "$t" ] && tar xzf "$t" -C / --skip-old-files; done
+    for t in .carry/rq/*.tgz.aa; do [ -e "$t" ] && cat "${t%.aa}".* | tar xzf - -C / --skip-old-files; done
     read -ra arms <<< "${ARMS:-${ARM:-keyed}}"; names=()
     for arm in "${arms[@]}"; do
       arm_sets "$arm"; name=$NAME; names+=("$name")
