@@ -35,8 +35,15 @@ CORPUS=(--pretrain-set corpus.multistep_per_family=100 --pretrain-set corpus.cop
         --pretrain-set corpus.backend=local)
 SHAPES=${SHAPES:-0.66M:128x2x4,4M:256x4x4,8M:384x4x6,27M:512x8x8}
 GPU=(--gpu --set sft.bf16=false --set train.model.dtype=float32)
-# bases come back as tarballs (the device returns at most 8 files of 16 MB); a warm machine still has /tmp/bases
-for t in .carry/bases/*.tgz; do [ -e "$t" ] && tar xzf "$t" -C /tmp/bases --skip-old-files; done
+# Tarballs come back whole up to 15 MB and in 15 MB pieces above (the device returns at most 8 files of 16 MB):
+# pack OUT/NAME.tgz TAR-ARGS... writes NAME.tgz or NAME.tgz.aa, .ab, ...; unpack DIR DEST extracts both forms.
+pack() { local f=$1; shift; tar czf - "$@" | split -b 15M - "$f."; [ -e "$f.ab" ] || mv "$f.aa" "$f"; }
+unpack() {
+  for t in "$1"/*.tgz; do [ -e "$t" ] && tar xzf "$t" -C "$2" --skip-old-files; done
+  for t in "$1"/*.tgz.aa; do [ -e "$t" ] && cat "${t%.aa}".* | tar xzf - -C "$2" --skip-old-files; done; return 0
+}
+# a warm machine still has /tmp/bases
+unpack .carry/bases /tmp/bases
 # An arm: NAME (answers=NAME) or NAME:k=v,k=v (demo overrides); sets SET (its --set arguments) and NAME.
 arm_sets() {
   NAME=${1%%:*}; SET=()
@@ -88,7 +95,7 @@ case "$1" in
     base_of() { local b; case ${1%+x} in prose) b=0.66M ;; keyed) b=0.66M_kd ;; *) b="0.66M_${1/keyed/kd}"; b=${b%+x} ;; esac
       [[ $1 == *+x ]] && b="${b}x"; echo "$b"; }
     # DSHAPES="0.66M:128x2x4 4M:256x4x4" pretrains each style in each shape, side by side (section 35; the
-    # label replaces 0.66M in the base's name); a base over 15 MB comes back in 15 MB pieces
+    # label replaces 0.66M in the base's name)
     build_corpus
     for style in ${STYLES:-prose keyed}; do x=false; [[ $style == *+x ]] && x=true
       for sh in ${DSHAPES:-0.66M:128x2x4}; do label=${sh%%:*}; name=$(base_of "$style")$R; name=${name/0.66M/$label}
@@ -104,7 +111,7 @@ case "$1" in
     tail -n 2 /tmp/sweep_*.log | cut -c1-600
     for style in ${STYLES:-prose keyed}; do for sh in ${DSHAPES:-0.66M:128x2x4}; do
       name=$(base_of "$style")$R; name=${name/0.66M/${sh%%:*}}; [ -d "/tmp/bases/$name" ] || continue
-      tar czf - -C /tmp/bases "$name" | split -b 15M - "$OUT/base_$name.tgz."; done; done
+      pack "$OUT/base_$name.tgz" -C /tmp/bases "$name"; done; done
     ls -la "$OUT"
     ;;
   prime)
@@ -146,21 +153,19 @@ case "$1" in
       python3 -c "import json,sys,pathlib; print(json.dumps({p.stem: json.loads(p.read_text()) for p in sorted(pathlib.Path(sys.argv[1]).glob('*.json'))}))" \
         "/tmp/$d" > "$OUT/$([ $d = rqf ] && echo multistep_failures || echo reader_choice)_reader_answers_primed_gpu.json"
     done
-    # every arm's primed seeds in one tarball (~12 MB at 0.66M, 46 MB at 4M: then in 15 MB pieces, as the device
-    # returns no file over 16 MB), for answers_rl on a fresh machine (carry them in .carry/rq; section 35)
+    # every arm's primed seeds in one tarball (~12 MB at 0.66M; 46 MB at 4M, in pieces), for answers_rl on a fresh
+    # machine (carry them in .carry/rq; section 35)
     for name in "${names[@]}"; do parts=(); for s in 0 1 2; do [ -f "/tmp/rq/$name/seed-$s/prepared.json" ] && \
       parts+=("tmp/rq/$name/seed-$s/prepared.json" "tmp/rq/$name/seed-$s/tasks" "tmp/rq/$name/seed-$s/sft" \
               "tmp/rq/$name/seed-$s/prime"); done
-      [ ${#parts[@]} -gt 0 ] && tar czf - -C / --exclude='checkpoint-*' "${parts[@]}" | split -b 15M - "$OUT/rq_$name.tgz."
-      [ -e "$OUT/rq_$name.tgz.ab" ] || mv "$OUT/rq_$name.tgz.aa" "$OUT/rq_$name.tgz"; done
+      [ ${#parts[@]} -eq 0 ] || pack "$OUT/rq_$name.tgz" -C / --exclude='checkpoint-*' "${parts[@]}"; done
     ls -la "$OUT"
     ;;
   answers_rl)
     # Dr. GRPO, 3 seeds, from each arm's primed seeds (a warm /tmp/rq, or the tarballs carried in .carry/rq);
     # ARMS="A B" trains the arms side by side (the 6 workers shared); VARIANTS="demo: NAME:k=v;k=v" (no spaces
     # inside one) trains each variant from the same checkpoints. Failures of every arm, variant and seed in one JSON.
-    for t in .carry/rq/*.tgz; do [ -e "$t" ] && tar xzf "$t" -C / --skip-old-files; done
-    for t in .carry/rq/*.tgz.aa; do [ -e "$t" ] && cat "${t%.aa}".* | tar xzf - -C / --skip-old-files; done
+    unpack .carry/rq /
     read -ra arms <<< "${ARMS:-${ARM:-keyed}}"; names=()
     for arm in "${arms[@]}"; do
       arm_sets "$arm"; name=$NAME; names+=("$name")

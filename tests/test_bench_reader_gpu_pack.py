@@ -1,0 +1,48 @@
+"""bench/reader_gpu.sh's pack and unpack: a tarball over the device's 16 MB return limit travels in 15 MB pieces
+and comes back whole (section 35 of bench/results/reader_gpu.md: three primed 4M policies are 46 MB)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "reader_gpu.sh"
+
+
+def _functions() -> str:
+    text = SCRIPT.read_text()
+    m = re.search(r"^pack\(\) \{.*?^unpack\(\) \{.*?^\}\n", text, re.S | re.M)
+    assert m, "pack() and unpack() not found in bench/reader_gpu.sh"
+    return m.group(0)
+
+
+def _bash(script: str, cwd: Path) -> None:
+    subprocess.run(["bash", "-euo", "pipefail", "-c", _functions() + script], cwd=cwd, check=True)
+
+
+def test_large_folder_travels_in_pieces_and_comes_back_whole(tmp_path: Path) -> None:
+    src = tmp_path / "src" / "seed-0"
+    src.mkdir(parents=True)
+    big = os.urandom(20 * 1024 * 1024)  # random bytes: gzip cannot shrink them under one piece
+    (src / "model.bin").write_bytes(big)
+    (src / "prepared.json").write_text('{"seed": 0}')
+    (tmp_path / "out").mkdir()
+    (tmp_path / "dest").mkdir()
+    _bash("pack out/rq_x.tgz -C src seed-0 && unpack out dest", tmp_path)
+    pieces = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert pieces == ["rq_x.tgz.aa", "rq_x.tgz.ab"]
+    assert all((tmp_path / "out" / p).stat().st_size <= 15 * 1024 * 1024 for p in pieces)
+    assert (tmp_path / "dest" / "seed-0" / "model.bin").read_bytes() == big
+    assert (tmp_path / "dest" / "seed-0" / "prepared.json").read_text() == '{"seed": 0}'
+
+
+def test_small_folder_stays_one_tarball(tmp_path: Path) -> None:
+    (tmp_path / "src" / "base").mkdir(parents=True)
+    (tmp_path / "src" / "base" / "config.json").write_text("{}")
+    for d in ("out", "dest"):
+        (tmp_path / d).mkdir()
+    _bash("pack out/base_b.tgz -C src base && unpack out dest && unpack empty_dir_that_is_missing dest", tmp_path)
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["base_b.tgz"]
+    assert (tmp_path / "dest" / "base" / "config.json").read_text() == "{}"
