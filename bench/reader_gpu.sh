@@ -35,9 +35,9 @@ CORPUS=(--pretrain-set corpus.multistep_per_family=100 --pretrain-set corpus.cop
         --pretrain-set corpus.backend=local)
 SHAPES=${SHAPES:-0.66M:128x2x4,4M:256x4x4,8M:384x4x6,27M:512x8x8}
 GPU=(--gpu --set sft.bf16=false --set train.model.dtype=float32)
-# Tarballs come back whole up to 15 MB and in 15 MB pieces above (the device returns at most 8 files of 16 MB):
+# Tarballs come back whole up to 16 MB and in 16 MB pieces above (the device returns at most 8 files of 16 MiB):
 # pack OUT/NAME.tgz TAR-ARGS... writes NAME.tgz or NAME.tgz.aa, .ab, ...; unpack DIR DEST extracts both forms.
-pack() { local f=$1; shift; tar czf - "$@" | split -b 15M - "$f."; [ -e "$f.ab" ] || mv "$f.aa" "$f"; }
+pack() { local f=$1; shift; tar czf - "$@" | split -b 16000000 - "$f."; [ -e "$f.ab" ] || mv "$f.aa" "$f"; }
 unpack() {
   for t in "$1"/*.tgz; do [ -e "$t" ] && tar xzf "$t" -C "$2" --skip-old-files; done
   for t in "$1"/*.tgz.aa; do [ -e "$t" ] && cat "${t%.aa}".* | tar xzf - -C "$2" --skip-old-files; done; return 0
@@ -153,12 +153,11 @@ case "$1" in
       python3 -c "import json,sys,pathlib; print(json.dumps({p.stem: json.loads(p.read_text()) for p in sorted(pathlib.Path(sys.argv[1]).glob('*.json'))}))" \
         "/tmp/$d" > "$OUT/$([ $d = rqf ] && echo multistep_failures || echo reader_choice)_reader_answers_primed_gpu.json"
     done
-    # every arm's primed seeds in one tarball (~12 MB at 0.66M; 46 MB at 4M, in pieces), for answers_rl on a fresh
-    # machine (carry them in .carry/rq; section 35)
-    for name in "${names[@]}"; do parts=(); for s in 0 1 2; do [ -f "/tmp/rq/$name/seed-$s/prepared.json" ] && \
-      parts+=("tmp/rq/$name/seed-$s/prepared.json" "tmp/rq/$name/seed-$s/tasks" "tmp/rq/$name/seed-$s/sft" \
-              "tmp/rq/$name/seed-$s/prime"); done
-      [ ${#parts[@]} -eq 0 ] || pack "$OUT/rq_$name.tgz" -C / --exclude='checkpoint-*' "${parts[@]}"; done
+    # each arm's primed seeds, a tarball per seed (~4 MB at 0.66M, ~15 MB at 4M), for answers_rl on a fresh machine:
+    # carry them in .carry/rq, as many seeds a call as the 64 MiB tree holds (section 36)
+    for name in "${names[@]}"; do for s in 0 1 2; do [ -f "/tmp/rq/$name/seed-$s/prepared.json" ] || continue
+      pack "$OUT/rq_${name}_s$s.tgz" -C / --exclude='checkpoint-*' "tmp/rq/$name/seed-$s/prepared.json" \
+        "tmp/rq/$name/seed-$s/tasks" "tmp/rq/$name/seed-$s/sft" "tmp/rq/$name/seed-$s/prime"; done; done
     ls -la "$OUT"
     ;;
   answers_rl)

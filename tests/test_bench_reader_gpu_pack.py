@@ -1,4 +1,4 @@
-"""bench/reader_gpu.sh's pack and unpack: a tarball over the device's 16 MB return limit travels in 15 MB pieces
+"""bench/reader_gpu.sh's pack and unpack: a tarball over the device's 16 MiB return limit travels in 16 MB pieces
 and comes back whole (section 35 of bench/results/reader_gpu.md: three primed 4M policies are 46 MB)."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def _bash(script: str, cwd: Path) -> None:
 def test_large_folder_travels_in_pieces_and_comes_back_whole(tmp_path: Path) -> None:
     src = tmp_path / "src" / "seed-0"
     src.mkdir(parents=True)
-    big = os.urandom(20 * 1024 * 1024)  # random bytes: gzip cannot shrink them under one piece
+    big = os.urandom(20_000_000)  # random bytes: gzip cannot shrink them under one piece
     (src / "model.bin").write_bytes(big)
     (src / "prepared.json").write_text('{"seed": 0}')
     (tmp_path / "out").mkdir()
@@ -33,7 +33,7 @@ def test_large_folder_travels_in_pieces_and_comes_back_whole(tmp_path: Path) -> 
     _bash("pack out/rq_x.tgz -C src seed-0 && unpack out dest", tmp_path)
     pieces = sorted(p.name for p in (tmp_path / "out").iterdir())
     assert pieces == ["rq_x.tgz.aa", "rq_x.tgz.ab"]
-    assert all((tmp_path / "out" / p).stat().st_size <= 15 * 1024 * 1024 for p in pieces)
+    assert all((tmp_path / "out" / p).stat().st_size <= 16_000_000 for p in pieces)
     assert (tmp_path / "dest" / "seed-0" / "model.bin").read_bytes() == big
     assert (tmp_path / "dest" / "seed-0" / "prepared.json").read_text() == '{"seed": 0}'
 
