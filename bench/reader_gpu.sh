@@ -69,9 +69,10 @@ build_corpus() {
 case "$1" in
   corpus)
     # section 30: the parts built here, for a checkout without .carry/corpus (37 min on 2 cores); they come back
-    # as one tarball in 15 MB pieces (cat corpus_parts.tgz.* | tar xz -C .carry/corpus); a warm machine keeps them
+    # as one tarball, in pieces over 16 MB (unpack DIR .carry/corpus, or cat corpus_parts.tgz* | tar xz -C
+    # .carry/corpus); a warm machine keeps them
     build_corpus
-    tar czf - -C "$TOOLDOJO_CACHE/corpus" parts | split -b 15M - "$OUT/corpus_parts.tgz."
+    pack "$OUT/corpus_parts.tgz" -C "$TOOLDOJO_CACHE/corpus" parts
     ls -la "$OUT"
     ;;
   sweep)
@@ -92,13 +93,13 @@ case "$1" in
     # not synthesised
     # STYLES picks the drill styles (default "prose keyed"; keyed2 -> base 0.66M_kd2, section 26; STYLE+x also
     # drills the demo's domain on a foreign world, corpus drill_excluded: keyed+x -> base 0.66M_kdx, section 29)
-    base_of() { local b; case ${1%+x} in prose) b=0.66M ;; keyed) b=0.66M_kd ;; *) b="0.66M_${1/keyed/kd}"; b=${b%+x} ;; esac
-      [[ $1 == *+x ]] && b="${b}x"; echo "$b"; }
     # DSHAPES="0.66M:128x2x4 4M:256x4x4" pretrains each style in each shape, side by side (section 35; the
-    # label replaces 0.66M in the base's name)
+    # shape's label leads the base's name: base_of keyed+x 4M -> 4M_kdx plus $R)
+    base_of() { local b; case ${1%+x} in prose) b=$2 ;; keyed) b=${2}_kd ;; *) b="${2}_${1/keyed/kd}"; b=${b%+x} ;; esac
+      [[ $1 == *+x ]] && b="${b}x"; echo "$b$R"; }
     build_corpus
     for style in ${STYLES:-prose keyed}; do x=false; [[ $style == *+x ]] && x=true
-      for sh in ${DSHAPES:-0.66M:128x2x4}; do label=${sh%%:*}; name=$(base_of "$style")$R; name=${name/0.66M/$label}
+      for sh in ${DSHAPES:-0.66M:128x2x4}; do label=${sh%%:*}; name=$(base_of "$style" "$label")
         tag=${style/+/_}; [ "$label" = 0.66M ] || tag="${tag}_$label"
         python3 bench/reader_sweep.py --device cuda --shapes "$name:${sh#*:}" "${CORPUS[@]}" "${PRS[@]}" \
           --pretrain-set corpus.drill_style=${style%+x} --pretrain-set corpus.drill_excluded=$x \
@@ -110,7 +111,7 @@ case "$1" in
     wait
     tail -n 2 /tmp/sweep_*.log | cut -c1-600
     for style in ${STYLES:-prose keyed}; do for sh in ${DSHAPES:-0.66M:128x2x4}; do
-      name=$(base_of "$style")$R; name=${name/0.66M/${sh%%:*}}; [ -d "/tmp/bases/$name" ] || continue
+      name=$(base_of "$style" "${sh%%:*}"); [ -d "/tmp/bases/$name" ] || continue
       pack "$OUT/base_$name.tgz" -C /tmp/bases "$name"; done; done
     ls -la "$OUT"
     ;;

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from tests.bench_module import load_bench
 
 
@@ -17,7 +19,7 @@ def test_the_probe_scores_each_world_on_the_shipped_base():
 
     probe = load_bench("copy_probe")
     texts = {w: probe.drills("retail_orders", w, 3) for w in probe.WORLDS}
-    assert all(texts.values()) and texts["own"] != texts["real"] != texts["made_up"]
+    assert all(texts.values()) and len({json.dumps(t) for t in texts.values()}) == len(probe.WORLDS)
     out = probe.probe([str(SHIPPED_BASE)], ["retail_orders"], 3)
     res = out[str(SHIPPED_BASE)]["retail_orders"]
     assert set(res) == set(probe.WORLDS)
