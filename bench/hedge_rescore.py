@@ -1,7 +1,9 @@
 """How much of a policy's held-out success is hedging: its evaluation episodes scored again with the
 communication check as tau-bench has it (any expected output anywhere in what the agent said) and with the hedge
 guard (rewards.mentions.without_hedges: a message's pairs for a key it gives several values, one unexpected,
-tell nothing), both in this run; the world-state component is the recorded one (the guard does not touch it).
+tell nothing) and with the guard over everything told between two tool results (``read``: a value changed with
+no new read in between is a guess, rewards.mentions.told_between_reads), all in this run; the world-state
+component is the recorded one (the guard does not touch it).
 
     python bench/hedge_rescore.py EVAL_DIR TASKS_DIR [EVAL_DIR TASKS_DIR ...] --names a,b --save out.json
 
@@ -36,29 +38,32 @@ async def rescore(eval_dir: Path, tasks_dir: Path) -> dict[str, Any]:
     tasks = {t.id: t for t in load_tasks(tasks_dir)}
     rows = [json.loads(line) for line in (eval_dir / "trajectories.jsonl").read_text().splitlines() if line.strip()]
     greedy_from = len(rows) - len({r["task_id"] for r in rows})  # one greedy episode per task, last
-    tau, guard = CommunicationReward(hedges=True), CommunicationReward()
+    rules = {"tau": CommunicationReward(hedges=True), "guard": CommunicationReward(hedge_scope="message"),
+             "read": CommunicationReward(hedge_scope="read")}
     tally: dict[str, Counter[str]] = defaultdict(Counter)
     agree: Counter[str] = Counter()
-    hedged = 0
+    hedged: Counter[str] = Counter()
     for i, row in enumerate(rows):
         task = tasks[row["task_id"]]
         traj = Trajectory.model_validate({k: v for k, v in row.items() if k in Trajectory.model_fields})
         recorded = dict(row.get("components") or {})
-        a, b = await tau.score(task, traj), await guard.score(task, traj)
-        agree["tau"] += recorded.get("communication") == a.score
-        agree["guard"] += recorded.get("communication") == b.score
-        hedged += bool(b.details.get("hedged_keys"))
         mode = "greedy" if i >= greedy_from else "sampled"
         fam = family_of(task)
-        for rule, comm in (("tau", a.score), ("guard", b.score)):
-            ok = solved({**recorded, "communication": comm if recorded.get("communication") is not None else None})
+        tally[f"{mode}:all"]["episodes"] += 1
+        if fam in MULTISTEP:
+            tally[f"{mode}:multistep"]["episodes"] += 1
+            tally[f"{mode}:{fam}"]["episodes"] += 1
+        for rule, reward in rules.items():
+            r = await reward.score(task, traj)
+            agree[rule] += recorded.get("communication") == r.score
+            hedged[rule] += bool(r.details.get("hedged_keys"))
+            ok = solved({**recorded, "communication": r.score if recorded.get("communication") is not None else None})
             for group in ("all", *(["multistep"] if fam in MULTISTEP else []), *([fam] if fam in MULTISTEP else [])):
                 tally[f"{mode}:{group}"][f"{rule}_solved"] += ok
-                tally[f"{mode}:{group}"]["episodes"] += rule == "tau"
-    return {"episodes": len(rows), "tau_reproduces_recorded": agree["tau"],
-            "guard_reproduces_recorded": agree["guard"], "hedged_episodes": hedged,
-            "success": {k: {"episodes": c["episodes"], "tau": round(100 * c["tau_solved"] / c["episodes"], 1),
-                            "guard": round(100 * c["guard_solved"] / c["episodes"], 1)}
+    return {"episodes": len(rows), **{f"{r}_reproduces_recorded": agree[r] for r in rules},
+            "hedged_episodes": hedged["guard"], "hedged_episodes_read": hedged["read"],
+            "success": {k: {"episodes": c["episodes"],
+                            **{r: round(100 * c[f"{r}_solved"] / c["episodes"], 1) for r in rules}}
                         for k, c in sorted(tally.items())}}
 
 

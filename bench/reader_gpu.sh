@@ -131,7 +131,7 @@ case "$1" in
     # the 16 cores); an arm is NAME (answers=NAME) or NAME:k=v,k=v (demo overrides); --out keeps each seed's
     # work folder. Then why each fails and, teacher-forced, which token of the answer each seed gets right
     # (bench/reader_choice.py on the seed's own tasks). The device returns at most 8 files: per arm one JSON,
-    # the failures of all arms in one, the choices in one, the last arm's seeds as tarballs.
+    # the failures of all arms in one, the choices in one, the primed episodes in one, the seeds as tarballs.
     ARMS=${ARMS:-plain keyed}
     names=()
     for arm in $ARMS; do
@@ -154,6 +154,9 @@ case "$1" in
       python3 -c "import json,sys,pathlib; print(json.dumps({p.stem: json.loads(p.read_text()) for p in sorted(pathlib.Path(sys.argv[1]).glob('*.json'))}))" \
         "/tmp/$d" > "$OUT/$([ $d = rqf ] && echo multistep_failures || echo reader_choice)_reader_answers_primed_gpu.json"
     done
+    # the primed policies' held-out episodes (a few hundred KB), to score them again on the CPU (bench/hedge_rescore.py)
+    (cd / && find tmp/rq -path '*/eval/sft/trajectories.jsonl' -print0 \
+      | tar czf "$OUT/primed_eval_trajectories.tgz" --null -T -) || true
     # each arm's primed seeds, a tarball per seed (~4 MB at 0.66M, ~15 MB at 4M), for answers_rl on a fresh machine:
     # carry them in .carry/rq, as many seeds a call as the 64 MiB tree holds (section 36)
     for name in "${names[@]}"; do for s in 0 1 2; do [ -f "/tmp/rq/$name/seed-$s/prepared.json" ] || continue

@@ -19,13 +19,15 @@ not in 'H-10', 'IL' is not in 'Illinois').
 not expected (`"room": "kitchen", "room": "porch"`), has told neither, so those pairs are taken out before
 matching. Without it, an answer that lists every frequent value of a field meets the check
 (bench/results/reader_gpu.md section 30: after Dr. GRPO, one seed's held-out read_report success is 29.6% with
-hedges counted and 18.5% without).
+hedges counted and 18.5% without). The communication reward takes everything told between two tool results as
+one text (`told_between_reads`), so a value guessed a turn at a time is a hedge too (section 36).
 """
 
 from __future__ import annotations
 
 import re
 from decimal import Decimal, InvalidOperation
+from typing import Any
 
 _NUMERIC = re.compile(r"^[-+]?\d[\d,]*(?:\.\d+)?$")
 _NUM_IN_TEXT = re.compile(r"(?<![\w.\-/])([$€£]\s?)?(\d[\d,]*(?:\.\d+)?)(?!\d)(?!-\d)(?:\s*(dollars?|usd|eur|euros?|gbp|pounds?)\b)?")
@@ -91,3 +93,19 @@ def without_hedges(text: str, expected: list[str]) -> tuple[str, list[str]]:
             out.append(text[last:m.start()])
             last = m.end()
     return "".join(out) + text[last:], hedged
+
+
+def told_between_reads(messages: list[dict[str, Any]]) -> list[str]:
+    """What the agent told the user, one text per stretch between two tool results: the unit of a hedge when
+    a value may be changed only on new evidence. The scripted user answers "please go ahead" until every
+    expected output has been told, so without this an agent can guess a value a message at a time until the
+    user stops (bench/results/reader_gpu.md section 36); a value changed after a new tool result is a
+    correction and stays."""
+    out: list[list[str]] = [[]]
+    for m in messages:
+        if m.get("role") == "tool" and out[-1]:
+            out.append([])
+        elif m.get("role") == "assistant" and isinstance(m.get("content"), str) and m["content"].strip():
+            out[-1].append(m["content"])
+    return ["\n".join(part) for part in out if part]
+

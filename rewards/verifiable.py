@@ -29,12 +29,12 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 
 from rewards.base import RewardResult
-from rewards.mentions import _numbers, mentions, normalize, without_hedges  # noqa: F401  (normalize: re-exported)
+from rewards.mentions import _numbers, mentions, normalize, told_between_reads, without_hedges  # noqa: F401  (normalize: re-exported)
 from sandboxes import SandboxError, state_digest
 from synth.episode import ToolCallRecord, Trajectory, resolve_domain
 from synth.task_replay import declared_failure  # noqa: F401  (re-exported: rewards' rule too)
@@ -241,17 +241,23 @@ class CommunicationReward:
     """Every expected output appears in what the agent told the user (assistant text, not tool calls).
 
     `partial=False`: 1.0 only when all are there (tau); `partial=True`: the fraction found.
-    A task with no expected outputs scores 1.0. `hedges=False` (the default): a message's pairs for a key it
-    gives two different values, one not expected, tell nothing
-    (rewards.mentions.without_hedges); True matches as tau does.
+    A task with no expected outputs scores 1.0. `hedges=False` (the default): the pairs for a key given two
+    different values, one not expected, tell nothing (rewards.mentions.without_hedges), within everything told
+    between two tool results (`hedge_scope="read"`, the default: a value changed with no new read is a guess
+    the scripted user's "please go ahead" invited, rewards.mentions.told_between_reads) or within one message
+    (`"message"`); `hedges=True` matches as tau does.
     """
 
     name = "communication"
 
-    def __init__(self, *, partial: bool = False, currency_cents: bool = True, hedges: bool = False):
+    def __init__(self, *, partial: bool = False, currency_cents: bool = True, hedges: bool = False,
+                 hedge_scope: Literal["message", "read"] = "read"):
+        if hedge_scope not in ("message", "read"):
+            raise ValueError(f"hedge_scope must be 'message' or 'read', not {hedge_scope!r}")
         self.partial = partial
         self.currency_cents = currency_cents
         self.hedges = hedges
+        self.hedge_scope = hedge_scope
 
     async def score(self, task: Task, trajectory: Trajectory) -> RewardResult:
         if (r := _infra(self.name, trajectory)) is not None:
@@ -260,7 +266,8 @@ class CommunicationReward:
         if not expected:
             return RewardResult(name=self.name, score=1.0, reason="the task has no expected outputs",
                                 details={"expected": [], "found": [], "missing": []})
-        told = [(t, []) if self.hedges else without_hedges(t, expected) for t in agent_texts(trajectory)]
+        units = agent_texts(trajectory) if self.hedge_scope == "message" else told_between_reads(trajectory.messages)
+        told = [(t, []) if self.hedges else without_hedges(t, expected) for t in units]
         text = "\n".join(t for t, _ in told)
         hedged = sorted({k for _, keys in told for k in keys})
         nums = _numbers(text)

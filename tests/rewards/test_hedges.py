@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from rewards.mentions import without_hedges
+from rewards.mentions import told_between_reads, without_hedges
 from rewards.verifiable import CommunicationReward
 from synth.episode import Trajectory
 from synth.tasks import Action, Rubric, Task, UserScenario
@@ -56,10 +56,49 @@ async def test_the_communication_check_does_not_credit_a_hedge():
     assert "'room' more than one value" in hedged.reason
     # tau-bench's rule, kept behind the flag, credits it
     assert (await CommunicationReward(hedges=True).score(task, _said(SPRAY))).score == 1.0
-    # the honest answer, and a correction in a later message (backtracking), are credited
+    # the honest answer is credited; a value changed in a later message with no new read in between is a guess
+    # (the default scope), a correction when the scope is one message
     assert (await CommunicationReward().score(task, _said('All done. "type": "light", "room": "porch"'))).score == 1.0
     fixed = _said('"room": "kitchen", "type": "light"', 'Sorry, I misread it: "room": "porch"')
-    assert (await CommunicationReward().score(task, fixed)).score == 1.0
+    assert (await CommunicationReward().score(task, fixed)).score == 0.0
+    assert (await CommunicationReward(hedge_scope="message").score(task, fixed)).score == 1.0
+
+
+def _turns(*steps: str | dict) -> Trajectory:
+    """A conversation: a str is an assistant text followed by the user's nudge, a dict a tool result."""
+    msgs: list[dict] = [{"role": "user", "content": "hi"}]
+    for s in steps:
+        if isinstance(s, dict):
+            msgs += [{"role": "assistant", "content": "", "tool_calls": [{"id": "c", "type": "function", "function": {
+                "name": "get_home_device_status", "arguments": "{}"}}]}, {"role": "tool", "tool_call_id": "c", **s}]
+        else:
+            msgs += [{"role": "assistant", "content": s}, {"role": "user", "content": "Please go ahead with my request."}]
+    return Trajectory(task_id="hd-read", domain="home_devices", termination="user_stop", messages=msgs)
+
+
+READ = {"content": '{"device_id": "LT-2", "type": "light", "room": "porch"}'}
+
+
+def test_what_is_told_between_two_reads_is_one_answer():
+    traj = _turns("Plan: read it.", READ, '"room": "kitchen"', '"room": "hallway"', READ, '"room": "porch"')
+    assert told_between_reads(traj.messages) == ["Plan: read it.", '"room": "kitchen"\n"room": "hallway"', '"room": "porch"']
+    assert told_between_reads(_turns(READ).messages) == []
+
+
+@pytest.mark.anyio
+async def test_guessing_a_value_a_turn_at_a_time_is_a_hedge():
+    task = _task(["light", "porch"])
+    read = CommunicationReward()
+    # the scripted user nudges until every expected output is told: one guess a turn finds it
+    guesses = _turns(READ, '"type": "light", "room": "kitchen"', '"room": "hallway"', '"room": "porch"')
+    assert (await CommunicationReward(hedge_scope="message").score(task, guesses)).score == 1.0
+    scored = await read.score(task, guesses)
+    assert scored.score == 0.0 and scored.details["hedged_keys"] == ["room"] and scored.details["missing"] == ["porch"]
+    # a correction after a new read is credited, and so is one answer however many turns it takes
+    assert (await read.score(task, _turns(READ, '"room": "kitchen"', READ, '"type": "light", "room": "porch"'))).score == 1.0
+    assert (await read.score(task, _turns(READ, '"type": "light"', '"room": "porch"'))).score == 1.0
+    with pytest.raises(ValueError, match="hedge_scope"):
+        CommunicationReward(hedge_scope="turn")  # type: ignore[arg-type]
 
 
 def test_the_rescore_bench_finds_the_hedged_solves_and_reproduces_the_recorded_check(tmp_path):
@@ -74,17 +113,19 @@ def test_the_rescore_bench_finds_the_hedged_solves_and_reproduces_the_recorded_c
     task = _task(["light", "porch"])
     (tmp_path / "tasks").mkdir()
     (tmp_path / "tasks" / "tasks.jsonl").write_text(task.model_dump_json() + "\n")
-    honest, spray = 'All done. "type": "light", "room": "porch"', SPRAY
+    honest, spray = _said('All done. "type": "light", "room": "porch"'), _said(SPRAY)
+    by_turn = _turns('"type": "light", "room": "kitchen"', '"room": "porch"')  # a guess a turn, no read between
     rows = []
-    for text in (honest, spray, spray, honest):  # three sampled episodes, then the greedy one
-        row = json.loads(_said(text).model_dump_json())
+    for traj in (honest, spray, spray, by_turn, honest):  # four sampled episodes, then the greedy one
+        row = json.loads(traj.model_dump_json())
         row["components"] = {"world_state": None, "communication": 1.0}  # as tau-bench's rule recorded them
         rows.append(row)
     (tmp_path / "trajectories.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = anyio.run(rescore, tmp_path, tmp_path / "tasks")
-    assert out["tau_reproduces_recorded"] == 4 and out["guard_reproduces_recorded"] == 2 and out["hedged_episodes"] == 2
-    assert out["success"]["sampled:read_report"] == {"episodes": 3, "tau": 100.0, "guard": 33.3}
-    assert out["success"]["greedy:multistep"] == {"episodes": 1, "tau": 100.0, "guard": 100.0}
+    assert (out["tau_reproduces_recorded"], out["guard_reproduces_recorded"], out["read_reproduces_recorded"]) == (5, 3, 2)
+    assert out["hedged_episodes"] == 2 and out["hedged_episodes_read"] == 3
+    assert out["success"]["sampled:read_report"] == {"episodes": 4, "tau": 100.0, "guard": 50.0, "read": 25.0}
+    assert out["success"]["greedy:multistep"] == {"episodes": 1, "tau": 100.0, "guard": 100.0, "read": 100.0}
 
 
 def test_the_rescore_bench_says_when_the_names_do_not_match_the_pairs(tmp_path, monkeypatch, capsys):
