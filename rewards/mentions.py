@@ -108,4 +108,3 @@ def told_between_reads(messages: list[dict[str, Any]]) -> list[str]:
         elif m.get("role") == "assistant" and isinstance(m.get("content"), str) and m["content"].strip():
             out[-1].append(m["content"])
     return ["\n".join(part) for part in out if part]
-
