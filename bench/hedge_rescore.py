@@ -49,17 +49,16 @@ async def rescore(eval_dir: Path, tasks_dir: Path) -> dict[str, Any]:
         recorded = dict(row.get("components") or {})
         mode = "greedy" if i >= greedy_from else "sampled"
         fam = family_of(task)
-        tally[f"{mode}:all"]["episodes"] += 1
-        if fam in MULTISTEP:
-            tally[f"{mode}:multistep"]["episodes"] += 1
-            tally[f"{mode}:{fam}"]["episodes"] += 1
+        groups = [f"{mode}:{g}" for g in ("all", *(("multistep", fam) if fam in MULTISTEP else ()))]
+        for g in groups:
+            tally[g]["episodes"] += 1
         for rule, reward in rules.items():
             r = await reward.score(task, traj)
             agree[rule] += recorded.get("communication") == r.score
             hedged[rule] += bool(r.details.get("hedged_keys"))
             ok = solved({**recorded, "communication": r.score if recorded.get("communication") is not None else None})
-            for group in ("all", *(["multistep"] if fam in MULTISTEP else []), *([fam] if fam in MULTISTEP else [])):
-                tally[f"{mode}:{group}"][f"{rule}_solved"] += ok
+            for g in groups:
+                tally[g][f"{rule}_solved"] += ok
     return {"episodes": len(rows), **{f"{r}_reproduces_recorded": agree[r] for r in rules},
             "hedged_episodes": hedged["guard"], "hedged_episodes_read": hedged["read"],
             "success": {k: {"episodes": c["episodes"],
