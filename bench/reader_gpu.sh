@@ -38,6 +38,8 @@ GPU=(--gpu --set sft.bf16=false --set train.model.dtype=float32)
 # Tarballs come back whole up to 16 MB and in 16 MB pieces above (the device returns at most 8 files of 16 MiB):
 # pack OUT/NAME.tgz TAR-ARGS... writes NAME.tgz or NAME.tgz.aa, .ab, ...; unpack DIR DEST extracts both forms.
 pack() { local f=$1; shift; tar czf - "$@" | split -b 16000000 - "$f."; [ -e "$f.ab" ] || mv "$f.aa" "$f"; }
+# is arm $1 to be packed, of the arms "$2"? PACK="A B" names them (none: no arm); unset, every arm
+packs() { [[ " ${PACK:-$2} " == *" $1 "* ]]; }
 unpack() {
   for t in "$1"/*.tgz; do [ -e "$t" ] && tar xzf "$t" -C "$2" --skip-old-files; done
   for t in "$1"/*.tgz.aa; do [ -e "$t" ] && cat "${t%.aa}".* | tar xzf - -C "$2" --skip-old-files; done; return 0
@@ -158,10 +160,13 @@ case "$1" in
     (cd / && find tmp/rq -path '*/eval/sft/trajectories.jsonl' -print0 \
       | tar czf "$OUT/primed_eval_trajectories.tgz" --null -T -) || true
     # each arm's primed seeds, a tarball per seed (~4 MB at 0.66M, ~15 MB at 4M), for answers_rl on a fresh machine:
-    # carry them in .carry/rq, as many seeds a call as the 64 MiB tree holds (section 36)
-    for name in "${names[@]}"; do for s in 0 1 2; do [ -f "/tmp/rq/$name/seed-$s/prepared.json" ] || continue
+    # carry them in .carry/rq, as many seeds a call as the 64 MiB tree holds (section 36). PACK="A B" packs only
+    # those arms (PACK=none: no arm), so that three arms' JSONs stay inside the 8 files a call returns (section 38)
+    for name in "${names[@]}"; do packs "$name" "${names[*]}" || continue
+      for s in 0 1 2; do [ -f "/tmp/rq/$name/seed-$s/prepared.json" ] || continue
       pack "$OUT/rq_${name}_s$s.tgz" -C / --exclude='checkpoint-*' "tmp/rq/$name/seed-$s/prepared.json" \
-        "tmp/rq/$name/seed-$s/tasks" "tmp/rq/$name/seed-$s/sft" "tmp/rq/$name/seed-$s/prime"; done; done
+        "tmp/rq/$name/seed-$s/tasks" "tmp/rq/$name/seed-$s/sft" "tmp/rq/$name/seed-$s/prime"; done
+    done
     ls -la "$OUT"
     ;;
   answers_rl)

@@ -46,3 +46,18 @@ def test_small_folder_stays_one_tarball(tmp_path: Path) -> None:
     _bash("pack out/base_b.tgz -C src base && unpack out dest && unpack empty_dir_that_is_missing dest", tmp_path)
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["base_b.tgz"]
     assert (tmp_path / "dest" / "base" / "config.json").read_text() == "{}"
+
+
+def test_pack_names_the_arms_whose_seeds_come_back(tmp_path: Path) -> None:
+    # three arms' JSONs and one arm's seeds fit the 8 files a device call returns; every arm's do not
+    def packed(pack: str | None) -> list[str]:
+        env = {k: v for k, v in os.environ.items() if k != "PACK"} | ({} if pack is None else {"PACK": pack})
+        out = subprocess.run(["bash", "-c", _functions() + 'for a in base rr1000 all1000; do '
+                              'packs "$a" "base rr1000 all1000" && echo "$a"; done; true'],
+                             cwd=tmp_path, env=env, check=True, capture_output=True, text=True).stdout
+        return out.split()
+
+    assert packed(None) == ["base", "rr1000", "all1000"]
+    assert packed("rr1000") == ["rr1000"]
+    assert packed("none") == []
+    assert packed("rr") == []
