@@ -161,11 +161,13 @@ case "$1" in
       | tar czf "$OUT/primed_eval_trajectories.tgz" --null -T -) || true
     # each arm's primed seeds, a tarball per seed (~4 MB at 0.66M, ~15 MB at 4M), for answers_rl on a fresh machine:
     # carry them in .carry/rq, as many seeds a call as the 64 MiB tree holds (section 36). PACK="A B" packs only
-    # those arms (PACK=none: no arm), so that three arms' JSONs stay inside the 8 files a call returns (section 38)
+    # those arms (PACK=none: no arm), so that two arms' JSONs stay inside the 8 files a call returns; PRIME=0 leaves
+    # the priming traces out (the step's replay makes them again, seeded), so a 4M seed stays one piece (section 38)
     for name in "${names[@]}"; do packs "$name" "${names[*]}" || continue
       for s in 0 1 2; do [ -f "/tmp/rq/$name/seed-$s/prepared.json" ] || continue
       pack "$OUT/rq_${name}_s$s.tgz" -C / --exclude='checkpoint-*' "tmp/rq/$name/seed-$s/prepared.json" \
-        "tmp/rq/$name/seed-$s/tasks" "tmp/rq/$name/seed-$s/sft" "tmp/rq/$name/seed-$s/prime"; done
+        "tmp/rq/$name/seed-$s/tasks" "tmp/rq/$name/seed-$s/sft" $([ "${PRIME:-1}" = 0 ] || echo "tmp/rq/$name/seed-$s/prime")
+      done
     done
     ls -la "$OUT"
     ;;
