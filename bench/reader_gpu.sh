@@ -135,6 +135,9 @@ case "$1" in
     # (bench/reader_choice.py on the seed's own tasks). The device returns at most 8 files: per arm one JSON,
     # the failures of all arms in one, the choices in one, the primed episodes in one, the seeds as tarballs.
     ARMS=${ARMS:-plain keyed}
+    # tasks made on the 2-core machine, as tmp/rq/NAME/seed-S/tasks: rl.demo.make_tasks reads them back by the
+    # settings that made them instead of making them again (1,000 read_report tasks take 5.5 minutes; section 38)
+    unpack .carry/tasks /
     names=()
     for arm in $ARMS; do
       arm_sets "$arm"; name=$NAME; names+=("$name")

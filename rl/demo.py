@@ -196,10 +196,18 @@ def make_tasks(cfg: DemoConfig, out: Path, backend: str,
     """Stage 2: single-action and multi-step tasks with the demo's tool picks, split into
     ``out/tasks/{train,held_out}``: ``held_out`` single-action tasks at random, and per multi-step
     family ``multistep_held_out`` tasks disjoint from its training tasks by entity. ``progress``
-    hears (phase, done, total) of each synthesis batch."""
+    hears (phase, done, total) of each synthesis batch. Tasks already in ``out/tasks`` made by the same
+    settings are read back, not made again: a study makes them on a CPU machine and carries them to the GPU,
+    whose call they would otherwise fill (1,000 read_report tasks: 5.5 minutes; bench/results/reader_gpu.md
+    section 38)."""
     from synth.task_families import family_of, split_by_entity, synthesize_family_tasks
-    from synth.tasks import export_tasks, synthesize_tasks
+    from synth.tasks import export_tasks, load_tasks, synthesize_tasks
 
+    key = {k: getattr(cfg, k) for k in ("seed", "domains", "tasks", "held_out", "distractors", "quote_values",
+                                        "quote_fields", "domain_seeds", "multistep", "multistep_held_out")}
+    record = out / "tasks" / "made.json"
+    if record.is_file() and json.loads(record.read_text()).get("key") == key:
+        return load_tasks(out / "tasks" / "train"), load_tasks(out / "tasks" / "held_out")
     made = synthesize_tasks(cfg.tasks, seed=cfg.seed, domains=cfg.domains, backend=backend,
                             sandboxes=4, lengths={1: 1.0}, user_info_rate=0.0,
                             quote_values=cfg.quote_values, quote_fields=cfg.quote_fields, domain_seeds=cfg.domain_seeds,
@@ -225,6 +233,7 @@ def make_tasks(cfg: DemoConfig, out: Path, backend: str,
     rng.shuffle(train_tasks)
     export_tasks(held, out / "tasks" / "held_out")
     export_tasks(train_tasks, out / "tasks" / "train")
+    record.write_text(json.dumps({"key": key}))
     return train_tasks, held
 
 

@@ -77,3 +77,23 @@ def test_fresh_tasks_are_kept_by_what_makes_them(made, monkeypatch) -> None:
     other = cfg.model_copy(update={"rl_multistep": {"lookup_act": 17, "read_report": 16}})
     with pytest.raises(AssertionError, match="made again"):  # another key: made anew
         rl_tasks(other, out, "local", train, held)
+
+
+def test_priming_tasks_are_kept_by_what_makes_them(made, monkeypatch) -> None:
+    # a study makes them on the 2-core machine and carries them to the GPU (section 38 of reader_gpu.md)
+    import synth.task_families
+    import synth.tasks
+
+    cfg, out, train, held, _path, _fresh = made
+
+    def no_synthesis(*a, **k):
+        raise AssertionError("made again")
+
+    monkeypatch.setattr(synth.tasks, "synthesize_tasks", no_synthesis)
+    monkeypatch.setattr(synth.task_families, "synthesize_family_tasks", no_synthesis)
+    again_train, again_held = make_tasks(cfg, out, "local")  # the same key: read back
+    assert [t.id for t in again_train] == [t.id for t in train] and [t.id for t in again_held] == [t.id for t in held]
+    assert [t.tools for t in again_train] == [t.tools for t in train]  # the tool picks too
+    other = cfg.model_copy(update={"multistep": {"lookup_act": 24, "read_report": 25}})
+    with pytest.raises(AssertionError, match="made again"):  # another key: made anew
+        make_tasks(other, out, "local")
