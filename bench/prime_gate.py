@@ -81,12 +81,13 @@ def main() -> None:
     from synth.task_families import family_of
 
     rc = _reader_choice()
+    demo_tasks = rc._reader_tokens().demo_tasks
     common = [*args.overrides, *_stages.seed_overrides(args.seed)]
     primed = {name: prime_arm([*common, *sets], Path(args.work) / name) for name, sets in arms.items()}
     paths = [primed[name]["sft_dir"] for name in arms]
     scores: dict[str, Any] = {}
     for name in arms:  # every policy on this arm's held-out read_report tasks
-        cfg, backend, system_prompt, _train, held = rc._reader_tokens().demo_tasks(str(Path(args.work) / name), "")
+        cfg, backend, system_prompt, _train, held = demo_tasks(str(Path(args.work) / name), "")
         tasks = [t for t in held if family_of(t) == "read_report"]
         models, _ = rc.score(paths, tasks, backend, system_prompt, cfg.seed, 0)
         scores[name] = {"tasks": len(tasks), "policies": {n: models[p] for n, p in zip(arms, paths, strict=True)}}

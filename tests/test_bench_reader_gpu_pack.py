@@ -49,7 +49,7 @@ def test_small_folder_stays_one_tarball(tmp_path: Path) -> None:
 
 
 def test_pack_names_the_arms_whose_seeds_come_back(tmp_path: Path) -> None:
-    # three arms' JSONs and one arm's seeds fit the 8 files a device call returns; every arm's do not
+    # two arms' JSONs and one arm's three seeds fit the 8 files a device call returns; both arms' seeds do not
     def packed(pack: str | None) -> list[str]:
         env = {k: v for k, v in os.environ.items() if k != "PACK"} | ({} if pack is None else {"PACK": pack})
         out = subprocess.run(["bash", "-c", _functions() + 'for a in base rr1000 all1000; do '
