@@ -4,8 +4,8 @@
 Each arm (demo overrides on top of the shared ``--set`` ones) primes one seed here: base, tasks, traces, SFT
 (bench/_stages, as bench/rl_budget.py's workers do), with no held-out episodes (a 4M policy's evaluation takes
 14-19 minutes a seed here). Then every primed policy is scored teacher-forced by bench/reader_choice.py on every
-arm's held-out read_report tasks, so each policy meets the others' held-out entities too (an arm's split depends
-on how many tasks it makes). The first arm is the baseline; it runs in the same call.
+arm's held-out read_report tasks, and on its lookup_act ones for the record id the write picks from a listing,
+so each policy meets the others' held-out entities too (an arm's split depends on how many tasks it makes). The first arm is the baseline; it runs in the same call.
 
     PYTHONPATH=. python bench/prime_gate.py --arm base: --arm rr1000:multistep.read_report=1000 \\
         --set base=/tmp/bases/4M_kdx_r1000_w_fa --set answers=keyed --work /tmp/gate --save out.json
@@ -90,12 +90,16 @@ def main() -> None:
         cfg, backend, system_prompt, _train, held = demo_tasks(str(Path(args.work) / name), "")
         tasks = [t for t in held if family_of(t) == "read_report"]
         models, _ = rc.score(paths, tasks, backend, system_prompt, cfg.seed, 0)
-        scores[name] = {"tasks": len(tasks), "policies": {n: models[p] for n, p in zip(arms, paths, strict=True)}}
+        lookups = [t for t in held if family_of(t) == "lookup_act"]
+        picks = rc.score_lookups(paths, lookups, backend, system_prompt, cfg.seed)
+        scores[name] = {"tasks": len(tasks), "policies": {n: models[p] for n, p in zip(arms, paths, strict=True)},
+                        "lookup_tasks": len(lookups), "lookup": {n: picks[p] for n, p in zip(arms, paths, strict=True)}}
     keyed = {n: {t: {k: scores[t]["policies"][n]["keyed"][k] for k in ("values", "first", "whole")} for t in arms}
              for n in arms}
+    lookup = {n: {t: {k: scores[t]["lookup"][n][k] for k in ("ids", "whole")} for t in arms} for n in arms}
     result = {"bench": "prime_gate", "seed": args.seed, "overrides": args.overrides, "arms": arms,
-              "baseline": next(iter(arms)), "primed": primed, "keyed": keyed, "scores": scores}
-    _stages.report(result, args.save, head=("bench", "seed", "baseline", "keyed"))
+              "baseline": next(iter(arms)), "primed": primed, "keyed": keyed, "lookup": lookup, "scores": scores}
+    _stages.report(result, args.save, head=("bench", "seed", "baseline", "keyed", "lookup"))
 
 
 if __name__ == "__main__":

@@ -21,6 +21,8 @@ before it (the tool output included) is compared with the gold token:
 - ``upstream``: the same argmax hits at the two choices before the copy: ``read_id``, the record id the
   first tool call names (copied from the user's message), and ``key`` (keyed answers), the key said before
   each value (which field the user asked for).
+- ``lookup``: on the held-out ``lookup_act`` tasks, the record id the write names, picked from the listing's
+  records (every token right, and what a wrong one started: ``another_record`` or ``not_in_output``).
 
     PYTHONPATH=. python bench/reader_choice.py --models /tmp/bases/0.66M,/tmp/bases/4M,rl/base \\
         [--tasks-dir DEMO_OUT] [--out bench/results/reader_choice_cpu.json]
@@ -116,6 +118,47 @@ def score_upstream(text: str, values: list[str], ids: list[int], offs: list[tupl
     return out
 
 
+def score_lookup(tok: Any, text: str, ids: list[int], offs: list[tuple[int, int]],
+                 pred: list[int]) -> list[dict[str, Any]]:
+    """A look-up's choice (lookup_act): each string argument of the second tool call (the write) that the first
+    tool output holds under the same key and the user's messages do not: the record's id, picked from a list.
+    Per id: every token right (``whole``), how many values the list holds under its key (``candidates``), and
+    what a wrong id started (the gold prefix up to the first wrong token, then the argmax there): the right id
+    in other tokens, ``another_record``'s id of the list, or one ``not_in_output``."""
+    start = max(0, text.find("<|im_start|>assistant"))  # not the system prompt's example
+    calls, outs = list(READ_CALL.finditer(text, start)), list(TOOL.finditer(text, start))
+    if len(calls) < 2 or not outs:
+        return []
+    user = " ".join(m.group(1) for m in re.finditer(r"<\|im_start\|>user\n(.*?)<\|im_end\|>", text, re.S)
+                    if "<tool_response>" not in m.group(1))
+    listed, args = outs[0].group(1), calls[1].group(1)
+    out = []
+    for m in re.finditer(r'"([^"]+)": "((?:[^"\\]|\\.)+)"', args):
+        key, v = m.group(1), m.group(2)
+        same_key = set(re.findall(rf'"{re.escape(key)}": "([^"]+)"', listed))
+        if v not in same_key or v in user:
+            continue
+        a = calls[1].start(1) + m.start(2)
+        e = a + len(v)
+        ok = span_ok(ids, offs, pred, a, e)
+        miss = None
+        if not all(ok):
+            j = [i for i, (x, y) in enumerate(offs) if x < e and y > a and i > 0][ok.index(False)]
+            said = (text[a:max(a, offs[j][0])] + tok.decode([pred[j - 1]])).lstrip(' "')
+            miss = ("value_other_tokens" if said and v.startswith(said) else
+                    "another_record" if said and any(x.startswith(said) for x in same_key - {v}) else "not_in_output")
+        out.append({"whole": all(ok), "candidates": len(same_key), "miss": miss, "value": v})
+    return out
+
+
+def summarise_lookup(records: list[dict[str, Any]]) -> dict[str, Any]:
+    n = len(records)
+    misses = [r["miss"] for r in records if r["miss"]]
+    return {"ids": n, "whole": round(sum(r["whole"] for r in records) / n, 4) if n else None,
+            "misses": {k: misses.count(k) for k in ("value_other_tokens", "another_record", "not_in_output")},
+            "candidates": round(sum(r["candidates"] for r in records) / n, 1) if n else None}
+
+
 def score_episode(model: Any, tok: Any, text: str, values: list[str],
                   predicted: tuple[list[int], list[tuple[int, int]], list[int]] | None = None) -> list[dict[str, Any]]:
     """Teacher-forced argmax at each reported value's tokens; one record per value found in the answer."""
@@ -209,6 +252,31 @@ def score(paths: list[str], tasks: list[Any], backend: str, system_prompt: str, 
     return models, misses
 
 
+def score_lookups(paths: list[str], tasks: list[Any], backend: str, system_prompt: str,
+                  seed: int) -> dict[str, Any]:
+    """Each model's teacher-forced pick of the record id on the gold episodes of lookup_act ``tasks``."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from synth.behaviours import generate_traces
+    from synth.sft_data import trl_messages
+
+    gold = generate_traces(tasks, "none", backend=backend, system_prompt=system_prompt, seed=seed, answers="keyed")
+    models: dict[str, Any] = {}
+    for path in paths:
+        tok = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+        records: list[dict[str, Any]] = []
+        for traj in gold:
+            msgs = trl_messages(traj)
+            if msgs is not None:
+                text = tok.apply_chat_template(msgs, tools=traj.tools, tokenize=False)
+                records += score_lookup(tok, text, *predict(model, tok, text))
+        models[str(path)] = summarise_lookup(records)
+        print(f"[reader_choice] {path} lookup_act: {json.dumps(models[str(path)])}", file=sys.stderr, flush=True)
+    return models
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", required=True, help="comma-separated model folders (a base or a primed policy)")
@@ -228,9 +296,11 @@ def main() -> None:
     tasks = [t for t in held if family_of(t) == "read_report"]
     paths = [p for p in args.models.split(",") if p]
     models, examples = score(paths, tasks, backend, system_prompt, cfg.seed, args.examples)
+    lookups = [t for t in held if family_of(t) == "lookup_act"]
     result: dict[str, Any] = {"bench": "reader_choice", "tasks": len(tasks),
                               "tasks_from": args.tasks_dir or "rl.demo.make_tasks(DemoConfig(), seed 0)",
-                              "models": models, "examples": examples}
+                              "models": models, "examples": examples, "lookup_tasks": len(lookups),
+                              "lookup": score_lookups(paths, lookups, backend, system_prompt, cfg.seed)}
     if args.domains:
         result["domains"] = {}
         for d in [d for d in args.domains.split(",") if d]:

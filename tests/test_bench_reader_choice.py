@@ -115,3 +115,40 @@ def test_domain_tasks_are_quoted_read_reports_of_that_domain():
     assert all(t.domain == "library_loans" and family_of(t) == "read_report" for t in tasks)
     # quoted as the demo's requests are: every asked field in double quotes, every expected value in the gold output
     assert all(t.expected_outputs and '"' in t.instruction for t in tasks)
+
+
+LOOKUP = ('<|im_start|>system\nExample: <tool_call>\n{"name": "x", "arguments": {}}\n</tool_call><|im_end|>\n'
+          '<|im_start|>user\nSwitch on the device whose name is Hallway light.<|im_end|>\n'
+          '<|im_start|>assistant\n<tool_call>\n{"name": "list_home_devices", "arguments": {}}\n</tool_call><|im_end|>\n'
+          '<|im_start|>user\n<tool_response>\n{"devices": [{"device_id": "LT-2", "name": "Office light"}, '
+          '{"device_id": "LT-5", "name": "Hallway light"}, {"device_id": "LT-6", "name": "Kitchen light"}]}\n'
+          '</tool_response><|im_end|>\n<|im_start|>assistant\n<tool_call>\n'
+          '{"name": "set_home_light", "arguments": {"device_id": "LT-5", "on": true}}\n</tool_call><|im_end|>\n')
+
+
+def test_a_lookup_scores_the_id_the_write_picks_from_the_listing(tok):
+    rc = _bench()
+    ids, offs, _ = rc.predict(Oracle(*_positions(tok, LOOKUP, "LT-5")[:1], len(tok), {}), tok, LOOKUP)
+    perfect = [ids[i + 1] if i + 1 < len(ids) else 0 for i in range(len(ids))]
+    got = rc.score_lookup(tok, LOOKUP, ids, offs, perfect)
+    # only the id: not the tool's name (no listing key holds it), not "on" (not a string)
+    assert [(r["value"], r["whole"], r["candidates"], r["miss"]) for r in got] == [("LT-5", True, 3, None)]
+    # the id's tokens after the shared prefix said as another record's: "LT-6"
+    s = LOOKUP.rindex("LT-5")
+    pos = [i for i, (a, b) in enumerate(offs) if a < s + 4 and b > s and i > 0]
+    last = pos[-1]
+    other = tok(LOOKUP[:s] + "LT-6", add_special_tokens=False)["input_ids"][last]
+    assert other != ids[last]
+    wrong = list(perfect)
+    wrong[last - 1] = other
+    [r] = rc.score_lookup(tok, LOOKUP, ids, offs, wrong)
+    assert not r["whole"] and r["miss"] == "another_record"
+    made_up = list(perfect)
+    made_up[pos[0] - 1] = tok.convert_tokens_to_ids("Ġthe") if "Ġthe" in tok.get_vocab() else 0
+    assert rc.score_lookup(tok, LOOKUP, ids, offs, made_up)[0]["miss"] == "not_in_output"
+    # an id the user's message gives is no pick from the listing; an episode without a write has none
+    assert rc.score_lookup(tok, LOOKUP.replace("Hallway light.", "LT-5."), ids, offs, perfect) == []
+    assert rc.score_lookup(tok, LOOKUP[:LOOKUP.rindex("<|im_start|>assistant")], ids, offs, perfect) == []
+    s = rc.summarise_lookup([*got, r])
+    assert s == {"ids": 2, "whole": 0.5, "misses": {"value_other_tokens": 0, "another_record": 1, "not_in_output": 0},
+                 "candidates": 3.0}
