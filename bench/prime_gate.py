@@ -5,7 +5,8 @@ Each arm (demo overrides on top of the shared ``--set`` ones) primes one seed he
 (bench/_stages, as bench/rl_budget.py's workers do), with no held-out episodes (a 4M policy's evaluation takes
 14-19 minutes a seed here). Then every primed policy is scored teacher-forced by bench/reader_choice.py on every
 arm's held-out read_report tasks, and on its lookup_act ones for the record id the write picks from a listing,
-so each policy meets the others' held-out entities too (an arm's split depends on how many tasks it makes). The first arm is the baseline; it runs in the same call.
+so each policy meets the others' held-out entities too (an arm's split depends on how many tasks it makes). The
+first arm is the baseline; it runs in the same call.
 
     PYTHONPATH=. python bench/prime_gate.py --arm base: --arm rr1000:multistep.read_report=1000 \\
         --set base=/tmp/bases/4M_kdx_r1000_w_fa --set answers=keyed --work /tmp/gate --save out.json
