@@ -134,7 +134,7 @@ def priming_traces(cfg: Any, train_tasks: list[Any], out_dir: Path, backend: str
     from synth.sft_data import write_trajectories
 
     traces = generate_traces(train_tasks, cfg.condition, backend=backend, system_prompt=system_prompt,
-                             seed=cfg.seed, answers=cfg.answers)
+                             seed=cfg.seed, answers=cfg.answers, narrow_reads=cfg.narrow_reads)
     return write_trajectories(traces + priming_drills_of(cfg), out_dir)
 
 

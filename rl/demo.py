@@ -386,7 +386,7 @@ def run_demo(cfg: DemoConfig, *, console: Any = None,
         traces = generate_traces(train_tasks, cfg.condition, backend=backend,
                                  system_prompt=tcfg.rollout.system_prompt, seed=cfg.seed,
                                  progress=bars.tracker("priming traces"),
-                                 answers=cfg.answers)
+                                 answers=cfg.answers, narrow_reads=cfg.narrow_reads)
     traces += priming_drills_of(cfg)
     export = write_trajectories(traces, out / "prime")
     console.print(f"{export.rows} traces")

@@ -76,6 +76,9 @@ class DemoConfig(BaseModel):
                              "them (the output's token ids), keyed (`\"name\": \"Porch light\"`, the output's own "
                              "key-value pair), or keyed_plan (keyed, and the plan names the keys the user asked for) "
                              "(synth.behaviours.ANSWER_STYLES; issue 28)")
+    narrow_reads: bool = Field(False, description="a look-up priming trace lists with the filters the user's words "
+                                                  "say (room \"Hallway\", type \"light\"), so the id is picked "
+                                                  "from fewer records (synth.narrow_reads; issue 28)")
     # max_length 2048 (the base's context): a look-up trace with the whole device list runs to ~2,000 tokens;
     # batches of similar lengths: random batches of the demo's traces pad 703k tokens to 1.22M
     # 2 epochs, not 3: the third took 2 of the 2-core demo's minutes; primed on the H200 it is worth 3.8 points

@@ -571,6 +571,7 @@ class TraceSet:
         self.used: list[dict[str, int]] = []       # procedural: behaviours each trace shows
         self.reasoning: list[int] = []             # procedural: characters of reasoning text per trace
         self.dropped_not_wrong = 0
+        self.narrowed: dict[str, int] | None = None  # narrow_reads: look-up reads narrowed, or why not
 
     def summary(self) -> dict[str, Any]:
         t = self.trajectories
@@ -582,6 +583,7 @@ class TraceSet:
             "behaviours": {b: sum(u.get(b, 0) for u in self.used) for b in BEHAVIOURS} if self.used else None,
             "traces_with": {b: sum(1 for u in self.used if u.get(b)) for b in BEHAVIOURS} if self.used else None,
             "reasoning_chars": sum(self.reasoning) if self.reasoning else sum(reasoning_chars(x) for x in t),
+            **({"narrowed": self.narrowed} if self.narrowed is not None else {}),
         }
 
 
@@ -598,9 +600,11 @@ async def agenerate_traces(
     progress: bool | Callable[[int, int], None] = False,
     pool: Any = None,
     answers: AnswerStyle = "plain",
+    narrow_reads: bool = False,
 ) -> TraceSet:
     """Run one episode per task in the condition; `pool` (a SandboxPool) is made from `backend` if not given.
-    `answers`: how procedural traces say the task's outputs (see ANSWER_STYLES)."""
+    `answers`: how procedural traces say the task's outputs (see ANSWER_STYLES). `narrow_reads`: a look-up
+    task's listing read takes the filters the user's words say (synth.narrow_reads); counts in `out.narrowed`."""
     from sandboxes import SandboxConfig, SandboxPool
     from synth.episode import resolve_domain, run_episodes
     from synth.usersim import ScriptedUser
@@ -619,6 +623,12 @@ async def agenerate_traces(
     size = max(1, min(concurrency, len(tasks)))
 
     async def run(pool: Any) -> None:
+        nonlocal tasks
+        if narrow_reads:
+            from synth.narrow_reads import anarrow_lookups
+
+            tasks, out.narrowed = await anarrow_lookups(tasks, pool)
+
         def episodes(factory):
             # Procedural agents say everything once: a user who leaves right after the answer keeps a wrong
             # (incorrect) answer from being repeated until the user's turn limit.
@@ -672,17 +682,9 @@ async def agenerate_traces(
 
 
 def generate_traces(
-    tasks: Sequence[Task],
-    condition: Condition,
-    *,
-    mode: Mode = "procedural",
-    backend: str = "auto",
-    system_prompt: str = "brief",
-    seed: int = 0,
-    concurrency: int = 8,
-    llm: LLMClient | None = None,
-    progress: bool | Callable[[int, int], None] = False,
-    answers: AnswerStyle = "plain",
+    tasks: Sequence[Task], condition: Condition, *, mode: Mode = "procedural", backend: str = "auto",
+    system_prompt: str = "brief", seed: int = 0, concurrency: int = 8, llm: LLMClient | None = None,
+    progress: bool | Callable[[int, int], None] = False, answers: AnswerStyle = "plain", narrow_reads: bool = False,
 ) -> list[Trajectory]:
     """Priming traces of `condition` for `tasks`, one real episode each (sync; see agenerate_traces)."""
     import anyio
@@ -690,6 +692,6 @@ def generate_traces(
     async def go() -> TraceSet:
         return await agenerate_traces(tasks, condition, mode=mode, backend=backend, system_prompt=system_prompt,
                                       seed=seed, concurrency=concurrency, llm=llm, progress=progress,
-                                      answers=answers)
+                                      answers=answers, narrow_reads=narrow_reads)
 
     return anyio.run(go).trajectories
