@@ -90,9 +90,9 @@ def main() -> None:
     for name in arms:  # every policy on this arm's held-out read_report tasks
         cfg, backend, system_prompt, _train, held = demo_tasks(str(Path(args.work) / name), "")
         tasks = [t for t in held if family_of(t) == "read_report"]
-        models, _ = rc.score(paths, tasks, backend, system_prompt, cfg.seed, 0)
         lookups = [t for t in held if family_of(t) == "lookup_act"]
-        picks = rc.score_lookups(paths, lookups, backend, system_prompt, cfg.seed)
+        models, _ = rc.score(paths, tasks, backend, system_prompt, cfg.seed, 0, lookups)
+        picks = {p: m.pop("lookup") for p, m in models.items()}
         scores[name] = {"tasks": len(tasks), "policies": {n: models[p] for n, p in zip(arms, paths, strict=True)},
                         "lookup_tasks": len(lookups), "lookup": {n: picks[p] for n, p in zip(arms, paths, strict=True)}}
     keyed = {n: {t: {k: scores[t]["policies"][n]["keyed"][k] for k in ("values", "first", "whole")} for t in arms}

@@ -96,13 +96,19 @@ READ_CALL = re.compile(r"<tool_call>\n(.*?)\n</tool_call>", re.S)
 KEY_BEFORE = re.compile(r'"([^"]+)": "?$')
 
 
+def user_text(text: str, *, tool_results: bool) -> str:
+    """The user turns of a rendered chat, joined; with ``tool_results``, also the user turns that carry them."""
+    turns = (m.group(1) for m in re.finditer(r"<\|im_start\|>user\n(.*?)<\|im_end\|>", text, re.S))
+    return " ".join(t for t in turns if tool_results or "<tool_response>" not in t)
+
+
 def score_upstream(text: str, values: list[str], ids: list[int], offs: list[tuple[int, int]],
                    pred: list[int]) -> dict[str, list[list[bool]]]:
     """The two choices before a value is copied: ``read_id``, each string argument of the episode's first
     tool call that the user's messages hold (the record to read), and ``key``, in a keyed answer the key
     before each reported value (which field to report). Per span, the per-token argmax hits."""
     out: dict[str, list[list[bool]]] = {"read_id": [], "key": []}
-    user = " ".join(m.group(1) for m in re.finditer(r"<\|im_start\|>user\n(.*?)<\|im_end\|>", text, re.S))
+    user = user_text(text, tool_results=True)
     call = READ_CALL.search(text, max(0, text.find("<|im_start|>assistant")))  # not the system prompt's example
     if call:
         for m in JSON_STRING.finditer(call.group(1)):
@@ -129,8 +135,7 @@ def score_lookup(tok: Any, text: str, ids: list[int], offs: list[tuple[int, int]
     calls, outs = list(READ_CALL.finditer(text, start)), list(TOOL.finditer(text, start))
     if len(calls) < 2 or not outs:
         return []
-    user = " ".join(m.group(1) for m in re.finditer(r"<\|im_start\|>user\n(.*?)<\|im_end\|>", text, re.S)
-                    if "<tool_response>" not in m.group(1))
+    user = user_text(text, tool_results=False)
     listed, args = outs[0].group(1), calls[1].group(1)
     out = []
     for m in re.finditer(r'"([^"]+)": "((?:[^"\\]|\\.)+)"', args):
@@ -211,17 +216,24 @@ def domain_tasks(domain: str, n: int, seed: int = 7) -> list[Any]:
 
 
 def score(paths: list[str], tasks: list[Any], backend: str, system_prompt: str, seed: int,
-          examples: int) -> tuple[dict[str, Any], dict[str, Any]]:
+          examples: int, lookups: list[Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Each model's teacher-forced hits on the gold episodes of ``tasks`` in the three answer forms, and the
-    first ``examples`` misses of each model and form."""
+    first ``examples`` misses of each model and form. Given ``lookups`` (lookup_act tasks), each model's pick of
+    the record id on their gold episodes too, as its ``lookup`` (each model loaded once)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from synth.behaviours import generate_traces
     from synth.sft_data import trl_messages
 
+    def texts(tok: Any, trajs: list[Any]) -> list[str | None]:
+        return [None if (m := trl_messages(t)) is None else tok.apply_chat_template(m, tools=t.tools, tokenize=False)
+                for t in trajs]
+
     gold = {form: generate_traces(tasks, "none", backend=backend, system_prompt=system_prompt, seed=seed,
                                   answers=form) for form in ("plain", "quoted", "keyed")}
+    gold_lookups = generate_traces(lookups, "none", backend=backend, system_prompt=system_prompt, seed=seed,
+                                   answers="keyed") if lookups else []
     models: dict[str, Any] = {}
     misses: dict[str, Any] = {}
     for path in paths:
@@ -230,11 +242,9 @@ def score(paths: list[str], tasks: list[Any], backend: str, system_prompt: str, 
         res: dict[str, Any] = {"parameters": sum(p.numel() for p in model.parameters())}
         for form, trajs in gold.items():
             records, up = [], {"read_id": [], "key": []}
-            for task, traj in zip(tasks, trajs, strict=True):
-                msgs = trl_messages(traj)
-                if msgs is None:
+            for task, text in zip(tasks, texts(tok, trajs), strict=True):
+                if text is None:
                     continue
-                text = tok.apply_chat_template(msgs, tools=traj.tools, tokenize=False)
                 values = [str(v) for v in task.expected_outputs]
                 predicted = predict(model, tok, text)
                 records += score_episode(model, tok, text, values, predicted)
@@ -247,34 +257,13 @@ def score(paths: list[str], tasks: list[Any], backend: str, system_prompt: str, 
             misses[f"{Path(path).name}/{form}"] = [
                 {"value": r["value"], "said_first": r["said_first"], "miss": r["miss"]}
                 for r in records if r["miss"]][:examples]
+        if lookups is not None:
+            picks = [r for text in texts(tok, gold_lookups) if text is not None
+                     for r in score_lookup(tok, text, *predict(model, tok, text))]
+            res["lookup"] = summarise_lookup(picks)
         models[str(path)] = res
         print(f"[reader_choice] {path}: {json.dumps(res)}", file=sys.stderr, flush=True)
     return models, misses
-
-
-def score_lookups(paths: list[str], tasks: list[Any], backend: str, system_prompt: str,
-                  seed: int) -> dict[str, Any]:
-    """Each model's teacher-forced pick of the record id on the gold episodes of lookup_act ``tasks``."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from synth.behaviours import generate_traces
-    from synth.sft_data import trl_messages
-
-    gold = generate_traces(tasks, "none", backend=backend, system_prompt=system_prompt, seed=seed, answers="keyed")
-    models: dict[str, Any] = {}
-    for path in paths:
-        tok = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-        records: list[dict[str, Any]] = []
-        for traj in gold:
-            msgs = trl_messages(traj)
-            if msgs is not None:
-                text = tok.apply_chat_template(msgs, tools=traj.tools, tokenize=False)
-                records += score_lookup(tok, text, *predict(model, tok, text))
-        models[str(path)] = summarise_lookup(records)
-        print(f"[reader_choice] {path} lookup_act: {json.dumps(models[str(path)])}", file=sys.stderr, flush=True)
-    return models
 
 
 def main() -> None:
@@ -295,12 +284,12 @@ def main() -> None:
     cfg, backend, system_prompt, _train, held = _reader_tokens().demo_tasks(args.tasks_dir, args.work)
     tasks = [t for t in held if family_of(t) == "read_report"]
     paths = [p for p in args.models.split(",") if p]
-    models, examples = score(paths, tasks, backend, system_prompt, cfg.seed, args.examples)
     lookups = [t for t in held if family_of(t) == "lookup_act"]
+    models, examples = score(paths, tasks, backend, system_prompt, cfg.seed, args.examples, lookups)
+    picks = {p: m.pop("lookup") for p, m in models.items()}
     result: dict[str, Any] = {"bench": "reader_choice", "tasks": len(tasks),
                               "tasks_from": args.tasks_dir or "rl.demo.make_tasks(DemoConfig(), seed 0)",
-                              "models": models, "examples": examples, "lookup_tasks": len(lookups),
-                              "lookup": score_lookups(paths, lookups, backend, system_prompt, cfg.seed)}
+                              "models": models, "examples": examples, "lookup_tasks": len(lookups), "lookup": picks}
     if args.domains:
         result["domains"] = {}
         for d in [d for d in args.domains.split(",") if d]:

@@ -152,3 +152,25 @@ def test_a_lookup_scores_the_id_the_write_picks_from_the_listing(tok):
     s = rc.summarise_lookup([*got, r])
     assert s == {"ids": 2, "whole": 0.5, "misses": {"value_other_tokens": 0, "another_record": 1, "not_in_output": 0},
                  "candidates": 3.0}
+
+
+def test_score_loads_each_model_once_and_scores_read_reports_and_lookups(monkeypatch):
+    """One pass per model: the read_report forms and, given look-up tasks, the record id's pick beside them."""
+    from synth.task_families import synthesize_family_tasks
+
+    rc = _bench()
+    made = synthesize_family_tasks({"read_report": 2, "lookup_act": 2}, seed=3, domains=["home_devices"],
+                                   backend="local", sandboxes=2, quote_values=True, quote_fields=True)
+    loads = []
+    real = transformers.AutoModelForCausalLM.from_pretrained
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained",
+                        lambda *a, **k: loads.append(a[0]) or real(*a, **k))
+    base = str(ROOT / "rl" / "base")
+    models, _ = rc.score([base], made["read_report"], "local", "brief", 0, 0, made["lookup_act"])
+    assert loads == [base]
+    res = models[base]
+    assert {"plain", "quoted", "keyed"} <= set(res) and res["keyed"]["values"] > 0
+    assert res["lookup"]["ids"] >= 2 and 0.0 <= res["lookup"]["whole"] <= 1.0
+    # without look-up tasks there is no pick to report; with none made, an empty one
+    assert "lookup" not in rc.score([base], made["read_report"], "local", "brief", 0, 0)[0][base]
+    assert rc.score([base], made["read_report"], "local", "brief", 0, 0, [])[0][base]["lookup"]["ids"] == 0
