@@ -19,6 +19,8 @@
 #                                      #    and the demo's domain drilled on a foreign world, base 0.66M_kdx)
 #   ARMS="keyed" bash bench/reader_gpu.sh answers_rl  # (or NAME:k=v,k=v; several arms side by side) Dr. GRPO,
 #                                      #   3 seeds, from each arm's primed seeds (warm /tmp/rq, or the tarballs carried in .carry/rq)
+#        (a variant with from=OTHER trains on from the policy variant OTHER trained for the seed: a warm machine keeps
+#         it, so a longer run spans calls; bench/rl_budget.py)
 #        (a variant with train.replay.coef > 0 replays each seed's priming traces in the loss, rl.replay;
 #         seeds carried without their prime/ folder get the same traces made again, bench/_stages.replay_traces)
 #        TRAIN_EVAL=K also evaluates the primed and trained policies on K training tasks per held-out family

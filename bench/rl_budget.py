@@ -11,7 +11,10 @@ SFT, and the primed policy's held-out evaluation (the baseline, measured in the 
 job per (variant, seed) trains Dr. GRPO from that one checkpoint with the variant's overrides of
 the demo config and evaluates the result on the same held-out tasks, with the same seeds.
 
-``--variant`` replaces the default variants (repeatable; overrides separated by ``;``). The LAST
+``--variant`` replaces the default variants (repeatable; overrides separated by ``;``). ``from=OTHER`` among a
+variant's overrides trains on from the policy variant OTHER trained for the same seed (kept in the ``--out`` folder,
+e.g. by an earlier call on a warm machine), so a longer run can span calls; its gain is still over the primed policy,
+and ``episodes``/``grpo_steps`` count its own part only. The LAST
 stdout line is one JSON object: per variant the mean, std (population), min and max over seeds of
 held-out success after GRPO (sampled and greedy) and of the gain over the primed policy, the
 episodes trained on, and from the training log the solved fraction, entropy, mean completion
@@ -91,21 +94,59 @@ def quarters(hist: list[dict[str, Any]], key: str) -> dict[str, float | None]:
     return {"first": round(sum(vals[:q]) / q, 4), "last": round(sum(vals[-q:]) / q, 4)}
 
 
+def start_of(sets: list[str]) -> tuple[list[str], str | None]:
+    """A variant's demo overrides, and the variant it trains on from (``from=OTHER``; None: the primed policy)."""
+    starts = [kv.split("=", 1)[1].strip() for kv in sets if kv.startswith("from=")]
+    if len(starts) > 1 or any(not x or "/" in x for x in starts):
+        raise SystemExit(f"rl_budget: from={','.join(starts)}: name one variant of this run's folder")
+    return [kv for kv in sets if not kv.startswith("from=")], (starts[0] if starts else None)
+
+
+def start_dir(seed_dir: Path, start: str | None) -> Path:
+    """Where a variant's Dr. GRPO starts: the seed's primed policy, or the policy variant ``start`` trained."""
+    if start is None:
+        return seed_dir / "sft"
+    final = seed_dir / start / "grpo" / "final"
+    if not final.is_dir():
+        raise FileNotFoundError(f"from={start}: {final} is missing; train variant {start} first (same --out)")
+    return final
+
+
+def waves(variants: dict[str, list[str]]) -> list[list[str]]:
+    """The variants in the order they can train: one that trains on from another of this run waits for it."""
+    depth: dict[str, int] = {}
+
+    def d(name: str, seen: tuple[str, ...] = ()) -> int:
+        start = start_of(variants[name])[1]
+        if name in seen:
+            raise SystemExit(f"rl_budget: variant {name}: its from= chain loops")
+        if name not in depth:
+            depth[name] = 0 if start not in variants else d(start, (*seen, name)) + 1
+        return depth[name]
+
+    for n in variants:
+        d(n)
+    return [[n for n in variants if depth[n] == k] for k in range(max(depth.values(), default=-1) + 1)]
+
+
 def worker_variant(spec: dict[str, Any]) -> dict[str, Any]:
-    """Dr. GRPO from the seed's primed checkpoint with the variant's overrides, then held-out evaluation."""
+    """Dr. GRPO from the seed's primed checkpoint (or a variant's, ``from=``) with the variant's overrides, then
+    held-out evaluation."""
     from rl.metrics import rollout_totals
     from rl.run import read_metrics_jsonl
 
     seed_dir, out = Path(spec["seed_dir"]), Path(spec["dir"])
-    cfg = _stages.demo_config([*spec["overrides"], *spec["variant"], f"out_dir={out}"])
+    sets, start = start_of(spec["variant"])
+    model_dir = start_dir(seed_dir, start)
+    cfg = _stages.demo_config([*spec["overrides"], *sets, f"out_dir={out}"])
     backend = _stages.backend_of(cfg, out)
     train, held = _stages.load_split(seed_dir / "tasks")
     t0 = time.perf_counter()
-    res: dict[str, Any] = {"variant": spec["name"], "seed": cfg.seed}
-    res.update(_stages.run_grpo(cfg, seed_dir / "tasks", seed_dir / "sft", out / "grpo"))
+    res: dict[str, Any] = {"variant": spec["name"], "seed": cfg.seed, "from": start, "start_dir": str(model_dir)}
+    res.update(_stages.run_grpo(cfg, seed_dir / "tasks", model_dir, out / "grpo"))
     t1 = time.perf_counter()
     hist = [h for h in read_metrics_jsonl(out / "grpo" / "metrics.jsonl") if "frac_reward_zero_std" in h]
-    g = _stages.grpo_config(cfg, seed_dir / "tasks", seed_dir / "sft", out / "grpo").grpo
+    g = _stages.grpo_config(cfg, seed_dir / "tasks", model_dir, out / "grpo").grpo
     res["episodes"] = res["grpo_steps"] * g.per_device_train_batch_size * g.gradient_accumulation_steps
     res["curves"] = {k: quarters(hist, k) for k in CURVES}
     res["rollout_totals"] = rollout_totals(hist)  # what the difficulty filter / extra generations did
@@ -161,7 +202,7 @@ def summarize(variants: dict[str, list[str]], prepared: dict[int, dict[str, Any]
     out: dict[str, Any] = {}
     for name, sets in variants.items():
         ok = {s: r for (n, s), r in runs.items() if n == name and r.get("ok")}
-        row: dict[str, Any] = {"overrides": sets, "seeds_ok": len(ok)}
+        row: dict[str, Any] = {"overrides": sets, "from": start_of(sets)[1], "seeds_ok": len(ok)}
         for m in ("grpo_success", "grpo_greedy_success"):
             row[m] = _stages.stats([r[m] for r in ok.values()])
         row["gain"] = _stages.stats([r["grpo_success"] - prepared[s]["sft_success"] for s, r in ok.items()])
@@ -177,7 +218,8 @@ def summarize(variants: dict[str, list[str]], prepared: dict[int, dict[str, Any]
                                                           "grpo_multistep_greedy_success", "grpo_pass_at_k",
                                                           "grpo_multistep_pass_at_k", "episodes",
                                                           "grpo_steps", "first_reward", "final_reward", "curves",
-                                                          "by_tool", "rollout_totals", "minutes", "train_eval")}
+                                                          "by_tool", "rollout_totals", "minutes", "train_eval",
+                                                          "start_dir")}
                            for s, r in ok.items()}
         # on the seeds' own training tasks (--train-eval): what Dr. GRPO fitted, beside what carried to held-out
         te = {s: r["train_eval"] for s, r in ok.items() if r.get("train_eval")}
@@ -253,9 +295,10 @@ def main() -> int:
     overrides = _stages.run_overrides(args, QUICK)
     from rl.config import ConfigError
 
+    waves(variants)  # a from= loop fails here too
     for name, sets in variants.items():  # a bad override fails here, before anything runs
         try:
-            _stages.demo_config([*overrides, *sets])
+            _stages.demo_config([*overrides, *start_of(sets)[0]])
         except ConfigError as e:
             raise SystemExit(f"rl_budget: variant {name}: {e}") from None
     cpus = os.cpu_count() or 1
@@ -277,12 +320,14 @@ def main() -> int:
                 result["errors"][f"prepare/seed-{s}"] = p.get("error")
         if args.prepare_only:
             variants = {}
-        specs = [{"kind": "variant", "seed": s, "name": n, "variant": sets, "seed_dir": str(work / f"seed-{s}"),
-                  "dir": str(work / f"seed-{s}" / n), "threads": threads, "overrides": [*overrides, *_stages.seed_overrides(s)],
-                  "train_eval": args.train_eval}
-                 for s in seeds if prepared[s].get("ok") for n, sets in variants.items()]
-        done = _stages.run_all(__file__, specs, workers, args.job_timeout, describe, log)
-        runs = {(sp["name"], sp["seed"]): r for sp, r in zip(specs, done, strict=True)}
+        runs: dict[tuple[str, int], dict[str, Any]] = {}
+        for wave in waves(variants):  # a from= variant after the one it trains on from
+            specs = [{"kind": "variant", "seed": s, "name": n, "variant": variants[n], "seed_dir": str(work / f"seed-{s}"),
+                      "dir": str(work / f"seed-{s}" / n), "threads": threads,
+                      "overrides": [*overrides, *_stages.seed_overrides(s)], "train_eval": args.train_eval}
+                     for s in seeds if prepared[s].get("ok") for n in wave]
+            done = _stages.run_all(__file__, specs, workers, args.job_timeout, describe, log)
+            runs.update({(sp["name"], sp["seed"]): r for sp, r in zip(specs, done, strict=True)})
         _stages.record_failures(result, runs, log)
         ok_prep = {s: p for s, p in prepared.items() if p.get("ok")}
         result["primed"] = {

@@ -90,10 +90,10 @@ def test_length_bias_quick_prints_one_json_line_last(tmp_path):
 
 @pytest.mark.slow
 def test_rl_budget_quick_prints_one_json_line_last(tmp_path):
-    res = run_quick("rl_budget.py", tmp_path, "--variant", "demo:", "--variant",
+    res = run_quick("rl_budget.py", tmp_path, "--variant", "more:from=big", "--variant", "demo:", "--variant",
                     "big:train.grpo.per_device_train_batch_size=16;train.grpo.learning_rate=3e-4", "--train-eval", "2")
     assert {"primed", "variants", "settings", "machine", "minutes", "seeds"} <= set(res)
-    assert res["seeds"] == [0] and res["variant_list"] == ["demo", "big"]
+    assert res["seeds"] == [0] and res["variant_list"] == ["more", "demo", "big"]
     assert res["variants"]["big"]["overrides"] == ["train.grpo.per_device_train_batch_size=16",
                                                    "train.grpo.learning_rate=3e-4"]
     primed = res["primed"]["per_seed"]["0"]
@@ -131,6 +131,30 @@ def test_rl_budget_quick_prints_one_json_line_last(tmp_path):
     for name in ("demo", "big"):
         assert (work / name / "grpo" / "final" / "config.json").is_file()
         assert (work / name / "eval" / "summary.json").is_file() and not (work / name / "sft").exists()
+    # from=big: trained on from big's policy (after it, though named first), its gain still over the primed one
+    more = res["variants"]["more"]
+    assert more["from"] == "big" and more["seeds_ok"] == 1 and more["per_seed"]["0"]["grpo_steps"] == 2
+    assert more["gain"]["mean"] == pytest.approx(more["per_seed"]["0"]["grpo_success"] - primed["sft_success"])
+    assert more["per_seed"]["0"]["start_dir"] == str(work / "big" / "grpo" / "final")
+    assert res["variants"]["big"]["per_seed"]["0"]["start_dir"] == str(work / "sft")
+    assert (work / "more" / "grpo" / "final" / "config.json").is_file()
+    assert (work / "more" / "job.json").stat().st_mtime >= (work / "big" / "grpo" / "final" / "config.json").stat().st_mtime
+
+
+def test_rl_budget_orders_variants_that_train_on_from_another():
+    from tests.bench_module import load_bench
+
+    rb = load_bench("rl_budget")
+    assert rb.start_of(["from=a", "train.grpo.max_steps=3"]) == (["train.grpo.max_steps=3"], "a")
+    assert rb.start_of([]) == ([], None)
+    # a variant of an earlier call (not in this run) starts the first wave
+    assert rb.waves({"c": ["from=b"], "a": [], "b": ["from=a"], "d": ["from=earlier"]}) == [["a", "d"], ["b"], ["c"]]
+    for bad in ({"a": ["from=b"], "b": ["from=a"]}, {"a": ["from=x", "from=y"]}, {"a": ["from="]}):
+        with pytest.raises(SystemExit):
+            rb.waves(bad)
+    with pytest.raises(FileNotFoundError, match="train variant gone first"):
+        rb.start_dir(Path("/nonexistent/seed-0"), "gone")
+    assert rb.start_dir(Path("/s"), None) == Path("/s/sft")
 
 
 def test_rl_budget_refuses_a_bad_variant_before_running(tmp_path):
