@@ -14,7 +14,9 @@ the demo config and evaluates the result on the same held-out tasks, with the sa
 ``--variant`` replaces the default variants (repeatable; overrides separated by ``;``). ``from=OTHER`` among a
 variant's overrides trains on from the policy variant OTHER trained for the same seed (kept in the ``--out`` folder,
 e.g. by an earlier call on a warm machine), so a longer run can span calls; its gain is still over the primed policy,
-and ``episodes``/``grpo_steps`` count its own part only. The LAST
+and ``episodes``/``grpo_steps`` count its own part only. ``eval=false`` trains a variant and skips its held-out
+evaluation (a link in such a chain: the evaluation is three of a call's ten minutes); the same variant named again
+without it evaluates the policy already trained, it does not train again. The LAST
 stdout line is one JSON object: per variant the mean, std (population), min and max over seeds of
 held-out success after GRPO (sampled and greedy) and of the gain over the primed policy, the
 episodes trained on, and from the training log the solved fraction, entropy, mean completion
@@ -95,11 +97,20 @@ def quarters(hist: list[dict[str, Any]], key: str) -> dict[str, float | None]:
 
 
 def start_of(sets: list[str]) -> tuple[list[str], str | None]:
-    """A variant's demo overrides, and the variant it trains on from (``from=OTHER``; None: the primed policy)."""
+    """A variant's demo overrides (without ``from=``/``eval=``), and the variant it trains on from (``from=OTHER``;
+    None: the primed policy)."""
     starts = [kv.split("=", 1)[1].strip() for kv in sets if kv.startswith("from=")]
     if len(starts) > 1 or any(not x or "/" in x for x in starts):
         raise SystemExit(f"rl_budget: from={','.join(starts)}: name one variant of this run's folder")
-    return [kv for kv in sets if not kv.startswith("from=")], (starts[0] if starts else None)
+    return [kv for kv in sets if not kv.startswith(("from=", "eval="))], (starts[0] if starts else None)
+
+
+def evaluates(sets: list[str]) -> bool:
+    """Whether a variant's policy is evaluated on the held-out tasks (``eval=false``: trained only)."""
+    flags = {kv.split("=", 1)[1].strip().lower() for kv in sets if kv.startswith("eval=")}
+    if len(flags) > 1 or not flags <= {"true", "false"}:
+        raise SystemExit(f"rl_budget: eval={','.join(sorted(flags))}: give eval=false once (or leave it out)")
+    return flags != {"false"}
 
 
 def start_dir(seed_dir: Path, start: str | None) -> Path:
@@ -150,6 +161,8 @@ def worker_variant(spec: dict[str, Any]) -> dict[str, Any]:
     res["episodes"] = res["grpo_steps"] * g.per_device_train_batch_size * g.gradient_accumulation_steps
     res["curves"] = {k: quarters(hist, k) for k in CURVES}
     res["rollout_totals"] = rollout_totals(hist)  # what the difficulty filter / extra generations did
+    if not evaluates(spec["variant"]):
+        return {**res, "minutes": {"grpo": round((t1 - t0) / 60, 2)}}
     ev = _stages.evaluate(cfg, Path(res["final_dir"]), held, out / "eval", backend)
     minutes = {"grpo": round((t1 - t0) / 60, 2), "eval": round((time.perf_counter() - t1) / 60, 2)}
     if spec.get("train_eval"):
@@ -197,23 +210,27 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
 
 # ------------------------------------------------------------------ report
 
+def gain(runs: dict[int, dict[str, Any]], prepared: dict[int, dict[str, Any]], after: str, before: str) -> dict[str, Any]:
+    """Stats over seeds of a trained policy's figure minus its primed one (an ``eval=false`` run has none)."""
+    return _stages.stats([r[after] - prepared[s][before] for s, r in runs.items()
+                          if _stages.finite(r.get(after)) and _stages.finite(prepared[s].get(before))])
+
+
 def summarize(variants: dict[str, list[str]], prepared: dict[int, dict[str, Any]],
               runs: dict[tuple[str, int], dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, sets in variants.items():
         ok = {s: r for (n, s), r in runs.items() if n == name and r.get("ok")}
-        row: dict[str, Any] = {"overrides": sets, "from": start_of(sets)[1], "seeds_ok": len(ok)}
+        row: dict[str, Any] = {"overrides": sets, "from": start_of(sets)[1], "evaluated": evaluates(sets),
+                               "seeds_ok": len(ok)}
+
         for m in ("grpo_success", "grpo_greedy_success"):
-            row[m] = _stages.stats([r[m] for r in ok.values()])
-        row["gain"] = _stages.stats([r["grpo_success"] - prepared[s]["sft_success"] for s, r in ok.items()])
-        row["greedy_gain"] = _stages.stats([r["grpo_greedy_success"] - prepared[s]["sft_greedy_success"]
-                                            for s, r in ok.items()])
+            row[m] = _stages.stats([r.get(m) for r in ok.values()])
+        row["gain"] = gain(ok, prepared, "grpo_success", "sft_success")
+        row["greedy_gain"] = gain(ok, prepared, "grpo_greedy_success", "sft_greedy_success")
         # the multi-step families pooled (issue 23's target: +15 sampled, each seed +10)
         row["grpo_multistep_success"] = _stages.stats([r.get("grpo_multistep_success") for r in ok.values()])
-        row["multistep_gain"] = _stages.stats([r["grpo_multistep_success"] - prepared[s]["sft_multistep_success"]
-                                               for s, r in ok.items()
-                                               if _stages.finite(r.get("grpo_multistep_success"))
-                                               and _stages.finite(prepared[s].get("sft_multistep_success"))])
+        row["multistep_gain"] = gain(ok, prepared, "grpo_multistep_success", "sft_multistep_success")
         row["per_seed"] = {str(s): {k: r.get(k) for k in ("grpo_success", "grpo_greedy_success", "grpo_multistep_success",
                                                           "grpo_multistep_greedy_success", "grpo_pass_at_k",
                                                           "grpo_multistep_pass_at_k", "episodes",
@@ -298,6 +315,7 @@ def main() -> int:
     waves(variants)  # a from= loop fails here too
     for name, sets in variants.items():  # a bad override fails here, before anything runs
         try:
+            evaluates(sets)
             _stages.demo_config([*overrides, *start_of(sets)[0]])
         except ConfigError as e:
             raise SystemExit(f"rl_budget: variant {name}: {e}") from None

@@ -90,7 +90,7 @@ def test_length_bias_quick_prints_one_json_line_last(tmp_path):
 
 @pytest.mark.slow
 def test_rl_budget_quick_prints_one_json_line_last(tmp_path):
-    res = run_quick("rl_budget.py", tmp_path, "--variant", "more:from=big", "--variant", "demo:", "--variant",
+    res = run_quick("rl_budget.py", tmp_path, "--variant", "more:from=big;eval=false", "--variant", "demo:", "--variant",
                     "big:train.grpo.per_device_train_batch_size=16;train.grpo.learning_rate=3e-4", "--train-eval", "2")
     assert {"primed", "variants", "settings", "machine", "minutes", "seeds"} <= set(res)
     assert res["seeds"] == [0] and res["variant_list"] == ["more", "demo", "big"]
@@ -131,14 +131,23 @@ def test_rl_budget_quick_prints_one_json_line_last(tmp_path):
     for name in ("demo", "big"):
         assert (work / name / "grpo" / "final" / "config.json").is_file()
         assert (work / name / "eval" / "summary.json").is_file() and not (work / name / "sft").exists()
-    # from=big: trained on from big's policy (after it, though named first), its gain still over the primed one
+    # from=big: trained on from big's policy (after it, though named first); eval=false: not evaluated, no gain
     more = res["variants"]["more"]
     assert more["from"] == "big" and more["seeds_ok"] == 1 and more["per_seed"]["0"]["grpo_steps"] == 2
-    assert more["gain"]["mean"] == pytest.approx(more["per_seed"]["0"]["grpo_success"] - primed["sft_success"])
     assert more["per_seed"]["0"]["start_dir"] == str(work / "big" / "grpo" / "final")
     assert res["variants"]["big"]["per_seed"]["0"]["start_dir"] == str(work / "sft")
-    assert (work / "more" / "grpo" / "final" / "config.json").is_file()
+    more_final = work / "more" / "grpo" / "final" / "config.json"
+    assert more_final.is_file()
     assert (work / "more" / "job.json").stat().st_mtime >= (work / "big" / "grpo" / "final" / "config.json").stat().st_mtime
+    assert more["evaluated"] is False and res["variants"]["big"]["evaluated"] is True
+    assert more["gain"]["n"] == 0 and more["per_seed"]["0"]["grpo_success"] is None
+    assert not (work / "more" / "eval").exists()
+    # named again without it (a later call): evaluated, its gain over the primed policy, not trained again
+    trained_at = more_final.stat().st_mtime_ns
+    again = run_quick("rl_budget.py", tmp_path, "--variant", "more:from=big")["variants"]["more"]
+    assert again["evaluated"] is True and again["gain"]["n"] == 1 and more_final.stat().st_mtime_ns == trained_at
+    assert again["gain"]["mean"] == pytest.approx(again["per_seed"]["0"]["grpo_success"] - primed["sft_success"])
+    assert (work / "more" / "eval" / "summary.json").is_file()
 
 
 def test_rl_budget_orders_variants_that_train_on_from_another():
@@ -152,6 +161,12 @@ def test_rl_budget_orders_variants_that_train_on_from_another():
     for bad in ({"a": ["from=b"], "b": ["from=a"]}, {"a": ["from=x", "from=y"]}, {"a": ["from="]}):
         with pytest.raises(SystemExit):
             rb.waves(bad)
+    # eval=false: a link of a chain, trained only; the flag is no demo override
+    assert rb.start_of(["from=a", "eval=false", "seed=1"]) == (["seed=1"], "a")
+    assert rb.evaluates([]) and rb.evaluates(["eval=true"]) and not rb.evaluates(["eval=False"])
+    for bad in (["eval=no"], ["eval=false", "eval=true"]):
+        with pytest.raises(SystemExit, match="eval="):
+            rb.evaluates(bad)
     with pytest.raises(FileNotFoundError, match="train variant gone first"):
         rb.start_dir(Path("/nonexistent/seed-0"), "gone")
     assert rb.start_dir(Path("/s"), None) == Path("/s/sft")
