@@ -54,6 +54,8 @@ QUICK = ["multistep={}", "tasks=24", "held_out=6", "sft.epochs=1", "eval_samples
          "train.grpo.max_completion_length=64", "train.rollout.use_vllm=false"]
 QUICK_VARIANTS = {"demo": [], "lr3e-4": ["train.grpo.learning_rate=3e-4"]}
 CURVES = ("episode/solved", "entropy", "completions/mean_length", "frac_reward_zero_std")
+# where a step's seconds go (means over the steps): what a longer run within a device call can buy back
+TIMES = {"step": "step_time", "rollout": "rollout/rollout_s", "generate": "rollout/generate_s"}
 
 
 def log(msg: str) -> None:
@@ -94,6 +96,11 @@ def quarters(hist: list[dict[str, Any]], key: str) -> dict[str, float | None]:
         return {"first": None, "last": None}
     q = max(1, len(vals) // 4)
     return {"first": round(sum(vals[:q]) / q, 4), "last": round(sum(vals[-q:]) / q, 4)}
+
+
+def step_seconds(hist: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Seconds a step takes (``step``), and of them in the rollout and in its generation, each a mean over steps."""
+    return {name: _stages.stats([h.get(key) for h in hist])["mean"] for name, key in TIMES.items()}
 
 
 def start_of(sets: list[str]) -> tuple[list[str], str | None]:
@@ -160,6 +167,7 @@ def worker_variant(spec: dict[str, Any]) -> dict[str, Any]:
     g = _stages.grpo_config(cfg, seed_dir / "tasks", model_dir, out / "grpo").grpo
     res["episodes"] = res["grpo_steps"] * g.per_device_train_batch_size * g.gradient_accumulation_steps
     res["curves"] = {k: quarters(hist, k) for k in CURVES}
+    res["step_seconds"] = step_seconds(hist)
     res["rollout_totals"] = rollout_totals(hist)  # what the difficulty filter / extra generations did
     if not evaluates(spec["variant"]):
         return {**res, "minutes": {"grpo": round((t1 - t0) / 60, 2)}}
@@ -235,6 +243,7 @@ def summarize(variants: dict[str, list[str]], prepared: dict[int, dict[str, Any]
                                                           "grpo_multistep_greedy_success", "grpo_pass_at_k",
                                                           "grpo_multistep_pass_at_k", "episodes",
                                                           "grpo_steps", "first_reward", "final_reward", "curves",
+                                                          "step_seconds",
                                                           "by_tool", "rollout_totals", "minutes", "train_eval",
                                                           "start_dir")}
                            for s, r in ok.items()}

@@ -110,6 +110,9 @@ def test_rl_budget_quick_prints_one_json_line_last(tmp_path):
         assert row["gain"]["mean"] == pytest.approx(seed["grpo_success"] - primed["sft_success"])
         assert set(seed["curves"]) == {"episode/solved", "entropy", "completions/mean_length", "frac_reward_zero_std"}
         assert seed["curves"]["entropy"]["first"] is not None
+        # a step's seconds, of them the rollout's, of those the generation's (the metrics' own step_time)
+        t = seed["step_seconds"]
+        assert 0 < t["generate"] <= t["rollout"] and 0 < t["step"]
         assert set(seed["by_tool"]) == set(fams)
         # pass@k of the trained policy: at least its sampled success (a task solved in a sample is solved at k)
         assert seed["grpo_success"] <= seed["grpo_pass_at_k"] <= 1.0
