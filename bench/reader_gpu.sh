@@ -24,6 +24,8 @@
 #        (a variant with train.replay.coef > 0 replays each seed's priming traces in the loss, rl.replay;
 #         seeds carried without their prime/ folder get the same traces made again, bench/_stages.replay_traces)
 #        TRAIN_EVAL=K also evaluates the primed and trained policies on K training tasks per held-out family
+#        KEEP=VARIANT brings each seed's VARIANT policy back with its baseline, to train on from in a later session
+#   bash bench/reader_gpu.sh carry   # only unpacks KEEP's tarballs carried in .carry/rq (two seeds fit a call)
 #        PHASE=prepare ... then PHASE=train ...  # two back-to-back calls (a warm machine keeps /tmp/rlb/<hash of NAME and SETS>):
 #                                      #   priming + primed evaluation, then Dr. GRPO from those checkpoints
 # Carry .whl and .carry. Results go to $OUT (the device tool brings them back).
@@ -40,6 +42,19 @@ GPU=(--gpu --set sft.bf16=false --set train.model.dtype=float32)
 # Tarballs come back whole up to 16 MB and in 16 MB pieces above (the device returns at most 8 files of 16 MiB):
 # pack OUT/NAME.tgz TAR-ARGS... writes NAME.tgz or NAME.tgz.aa, .ab, ...; unpack DIR DEST extracts both forms.
 pack() { local f=$1; shift; tar czf - "$@" | split -b 16000000 - "$f."; [ -e "$f.ab" ] || mv "$f.aa" "$f"; }
+# keep NAME VARIANT (KEEP=VARIANT in answers_rl): what a fresh machine needs to train on from each seed's VARIANT
+# policy of arm NAME (from=VARIANT) in a later session, its gain still over the primed policy: per seed the policy,
+# the seed's prepared.json (the primed baseline) and tasks in OUT/rq_NAME_VARIANT_sS.tgz (~14.7 MB at 4M), and the
+# seeds' priming traces (the replay's) in OUT/rq_NAME_prime.tgz; not the primed policy. Carried back two seeds a
+# call (the 64 MiB) and unpacked by `carry` (section 43). RQ_ROOT (default /) holds tmp/rq.
+keep() {
+  local root=${RQ_ROOT:-/} out s; out=$(cd "$OUT" && pwd)
+  for s in 0 1 2; do [ -d "$root/tmp/rq/$1/seed-$s/$2/grpo/final" ] || continue
+    pack "$out/rq_$1_$2_s$s.tgz" -C "$root" --exclude='checkpoint-*' "tmp/rq/$1/seed-$s/prepared.json" \
+      "tmp/rq/$1/seed-$s/tasks" "tmp/rq/$1/seed-$s/$2/grpo/final"; done
+  (cd "$root" && find "tmp/rq/$1" -mindepth 2 -maxdepth 2 -type d -name prime -print0 | sort -z \
+    | tar czf "$out/rq_$1_prime.tgz" --null -T -)
+}
 # is arm $1 to be packed, of the arms "$2"? PACK="A B" names them (none: no arm); unset, every arm
 packs() { [[ " ${PACK:-$2} " == *" $1 "* ]]; }
 unpack() {
@@ -202,8 +217,17 @@ case "$1" in
     # and teacher-forced probes are made on the CPU afterwards
     (cd / && find tmp/rq -path '*/eval/trajectories.jsonl' -print0 \
       | tar czf "$OUT/eval_trajectories.tgz" --null -T -) || true
-    (cd / && find tmp/rq -mindepth 4 -maxdepth 4 -type d -name final -print0 \
-      | tar czf "$OUT/trained_policies.tgz" --exclude='checkpoint-*' --null -T -) || true
+    if [ -z "${KEEP:-}" ]; then
+      (cd / && find tmp/rq -mindepth 4 -maxdepth 4 -type d -name final -print0 \
+        | tar czf "$OUT/trained_policies.tgz" --exclude='checkpoint-*' --null -T -) || true
+    else
+      for name in "${names[@]}"; do keep "$name" "$KEEP"; done
+    fi
+    ls -la "$OUT"
+    ;;
+  carry)
+    # a call that only brings seeds (KEEP's tarballs, in .carry/rq) onto the machine: the next warm call trains
+    unpack .carry/rq / && find /tmp/rq -mindepth 4 -maxdepth 4 -type d -name final | sort
     ;;
   failures)
     # the reader base and the shipped one, primed side by side; each multi-step failure sorted by its first wrong step
@@ -214,5 +238,5 @@ case "$1" in
       python3 bench/multistep_failures.py /tmp/rf/$n/prime/eval/sft /tmp/rf/$n/prime/tasks/held_out \
         --save "$OUT/multistep_failures_$n.json" | cut -c1-1500; done
     ;;
-  *) echo "usage: $0 corpus|sweep|drills|prime|rl NAME|answers|answers_rl|failures" >&2; exit 2 ;;
+  *) echo "usage: $0 corpus|sweep|drills|prime|rl NAME|answers|answers_rl|carry|failures" >&2; exit 2 ;;
 esac

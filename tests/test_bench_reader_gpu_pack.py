@@ -61,3 +61,28 @@ def test_pack_names_the_arms_whose_seeds_come_back(tmp_path: Path) -> None:
     assert packed("rr1000") == ["rr1000"]
     assert packed("none") == []
     assert packed("rr") == []
+
+
+def test_keep_brings_back_what_training_on_from_a_policy_needs(tmp_path: Path) -> None:
+    # KEEP=v: per seed the policy v trained, the seed's primed baseline and tasks (not its primed policy nor the
+    # trainer's checkpoints), and the seeds' replay traces; unpacked on a fresh machine they are where from=v looks
+    arm = tmp_path / "root" / "tmp" / "rq" / "arm"
+    for s in (0, 1):
+        seed = arm / f"seed-{s}"
+        for f, text in (("prepared.json", f'{{"seed": {s}}}'), ("tasks/train/t.json", "task"),
+                        ("v/grpo/final/model.safetensors", f"policy {s}"), ("v/grpo/final/checkpoint-4/x", "ckpt"),
+                        ("sft/model.safetensors", "primed"), ("prime/trajectories.jsonl", f"trace {s}"),
+                        ("other/grpo/final/model.safetensors", "another variant")):
+            (seed / f).parent.mkdir(parents=True, exist_ok=True)
+            (seed / f).write_text(text)
+    (arm / "seed-2" / "v").mkdir(parents=True)  # a seed whose job was cut: nothing of it comes back
+    for d in ("out", "dest"):
+        (tmp_path / d).mkdir()
+    _bash(f'OUT=out RQ_ROOT={tmp_path / "root"} keep arm v && unpack out dest', tmp_path)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["rq_arm_prime.tgz", "rq_arm_v_s0.tgz",
+                                                                       "rq_arm_v_s1.tgz"]
+    back = tmp_path / "dest" / "tmp" / "rq" / "arm"
+    got = sorted(str(p.relative_to(back)) for p in back.rglob("*") if p.is_file())
+    assert got == sorted(f"seed-{s}/{f}" for s in (0, 1) for f in (
+        "prepared.json", "tasks/train/t.json", "v/grpo/final/model.safetensors", "prime/trajectories.jsonl"))
+    assert (back / "seed-1" / "v" / "grpo" / "final" / "model.safetensors").read_text() == "policy 1"
