@@ -282,6 +282,8 @@ def print_table(result: dict[str, Any], console: Any) -> None:
 
     for name, row in result["variants"].items():
         eps = {v["episodes"] for v in row["per_seed"].values()}
+        if not row.get("evaluated", True):  # eval=false: a link of a chain, its policy evaluated by a later call
+            name = f"{name} (not evaluated)"
         t.add_row(name, ",".join(map(str, sorted(eps))), fmt(row["grpo_success"]), fmt(row["gain"], True),
                   fmt(row["grpo_greedy_success"]), fmt(row["greedy_gain"], True),
                   fmt(row.get("grpo_multistep_success") or {}), fmt(row.get("multistep_gain") or {}, True),
