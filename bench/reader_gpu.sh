@@ -55,6 +55,8 @@ keep() {
   (cd "$root" && find "tmp/rq/$1" -mindepth 2 -maxdepth 2 -type d -name prime -print0 | sort -z \
     | tar czf "$out/rq_$1_prime.tgz" --null -T -)
 }
+# finals: every trained policy (tmp/rq/ARM/seed-S/VARIANT/grpo/final) under RQ_ROOT (default /), NUL-separated
+finals() { (cd "${RQ_ROOT:-/}" && find tmp/rq -mindepth 5 -maxdepth 5 -type d -path '*/grpo/final' -print0 | sort -z); }
 # is arm $1 to be packed, of the arms "$2"? PACK="A B" names them (none: no arm); unset, every arm
 packs() { [[ " ${PACK:-$2} " == *" $1 "* ]]; }
 unpack() {
@@ -213,13 +215,13 @@ case "$1" in
           --save "/tmp/rlf/${name}_${v}_s$s.json" | cut -c1-400; done; done; done
     python3 -c "import json,sys,pathlib; print(json.dumps({p.stem: json.loads(p.read_text()) for p in sorted(pathlib.Path(sys.argv[1]).glob('*.json'))}))" \
       /tmp/rlf > "$OUT/multistep_failures_reader_answers_grpo_gpu.json"
-    # every trained policy's held-out episodes and the policy itself (a few MB each at 0.66M): per-entity counts
-    # and teacher-forced probes are made on the CPU afterwards
+    # every trained policy's held-out episodes and the policy itself (a few MB each at 0.66M; at 4M three seeds
+    # come in 16 MB pieces, trained_policies.tgz.aa, .ab, ...: rm -f "$OUT"/trained_policies.tgz* to leave them):
+    # per-entity counts and teacher-forced probes are made on the CPU afterwards
     (cd / && find tmp/rq -path '*/eval/trajectories.jsonl' -print0 \
       | tar czf "$OUT/eval_trajectories.tgz" --null -T -) || true
     if [ -z "${KEEP:-}" ]; then
-      (cd / && find tmp/rq -mindepth 4 -maxdepth 4 -type d -name final -print0 \
-        | tar czf "$OUT/trained_policies.tgz" --exclude='checkpoint-*' --null -T -) || true
+      pack "$OUT/trained_policies.tgz" -C "${RQ_ROOT:-/}" --exclude='checkpoint-*' --null -T <(finals) || true
     else
       for name in "${names[@]}"; do keep "$name" "$KEEP"; done
     fi
@@ -227,7 +229,7 @@ case "$1" in
     ;;
   carry)
     # a call that only brings seeds (KEEP's tarballs, in .carry/rq) onto the machine: the next warm call trains
-    unpack .carry/rq / && find /tmp/rq -mindepth 4 -maxdepth 4 -type d -name final | sort
+    unpack .carry/rq / && finals | tr '\0' '\n'
     ;;
   failures)
     # the reader base and the shipped one, primed side by side; each multi-step failure sorted by its first wrong step

@@ -86,3 +86,26 @@ def test_keep_brings_back_what_training_on_from_a_policy_needs(tmp_path: Path) -
     assert got == sorted(f"seed-{s}/{f}" for s in (0, 1) for f in (
         "prepared.json", "tasks/train/t.json", "v/grpo/final/model.safetensors", "prime/trajectories.jsonl"))
     assert (back / "seed-1" / "v" / "grpo" / "final" / "model.safetensors").read_text() == "policy 1"
+
+
+def test_finals_lists_every_trained_policy_and_nothing_else(tmp_path: Path) -> None:
+    # the trained policies answers_rl brings back: tmp/rq/ARM/seed-S/VARIANT/grpo/final (five folders down; the
+    # listing once looked four down and came back empty), not the primed policy nor the trainer's checkpoints
+    rq = tmp_path / "root" / "tmp" / "rq"
+    for d in ("arm/seed-0/v/grpo/final", "arm/seed-1/v/grpo/final", "arm/seed-1/w/grpo/final",
+              "arm/seed-0/v/grpo/checkpoint-4", "arm/seed-0/sft", "arm/seed-0/final", "b/seed-2/v/grpo/final"):
+        (rq / d).mkdir(parents=True)
+        (rq / d / "model.safetensors").write_text(d)
+    out = subprocess.run(["bash", "-euo", "pipefail", "-c", _functions() + "finals | tr '\\0' '\\n'"],
+                         cwd=tmp_path, env={**os.environ, "RQ_ROOT": str(tmp_path / "root")},
+                         check=True, capture_output=True, text=True).stdout.split()
+    assert out == [f"tmp/rq/{d}" for d in ("arm/seed-0/v/grpo/final", "arm/seed-1/v/grpo/final",
+                                           "arm/seed-1/w/grpo/final", "b/seed-2/v/grpo/final")]
+    (tmp_path / "out").mkdir()
+    (tmp_path / "dest").mkdir()
+    _bash(f'RQ_ROOT={tmp_path / "root"}; pack out/trained_policies.tgz -C "$RQ_ROOT" --null -T <(finals) '
+          '&& unpack out dest', tmp_path)
+    back = tmp_path / "dest" / "tmp" / "rq"
+    assert sorted(str(p.relative_to(back)) for p in back.rglob("*.safetensors")) == sorted(
+        f"{d}/model.safetensors" for d in ("arm/seed-0/v/grpo/final", "arm/seed-1/v/grpo/final",
+                                           "arm/seed-1/w/grpo/final", "b/seed-2/v/grpo/final"))
