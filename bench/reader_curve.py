@@ -20,6 +20,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402, F401  (first: fixes sys.path)
+from bench import _stages  # noqa: E402
 
 FAMILIES = ("read_report", "ask_user", "lookup_act")
 # figure -> (the primed policy's key in rl_budget's per-seed record, the trained policy's); families come from by_tool
@@ -80,9 +81,9 @@ def curve(runs: list[dict[str, Any]]) -> dict[str, Any]:
     points.sort(key=lambda p: max(p["steps"].values()))
     for p in points:
         names = sorted({k for f in p["per_seed"].values() for k in f})
-        p["mean"] = {k: round(sum(f[k] for f in p["per_seed"].values()) / len(p["per_seed"]), 4) for k in names}
-        p["gain"] = {k: round(p["mean"][k] - sum(primed[s][k] for s in p["per_seed"]) / len(p["per_seed"]), 4) + 0.0
-                     for k in names}
+        p["mean"] = {k: _stages.stats([f[k] for f in p["per_seed"].values()])["mean"] for k in names}
+        base = {k: _stages.stats([primed[s][k] for s in p["per_seed"]])["mean"] for k in names}
+        p["gain"] = {k: round(p["mean"][k] - base[k], 4) + 0.0 for k in names}
     return {"seeds": seeds, "points": points}
 
 
@@ -128,8 +129,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.png:
         title = f"held-out success per family, {len(result['seeds'])} seeds (primed at step 0)"
         result["png"] = str(plot(result, args.png, title))
-    from bench import _stages
-
     _stages.report(result, args.save, head=("seeds", "files"))
     return 0
 
