@@ -515,32 +515,52 @@ class Server:
             head = ["/bin/sh", "-c", 'exec "$0" "$@"'] if "=" in argv[0] else []
             argv = self.cfg["pidns_prefix"] + [f"{k}={v}" for k, v in run_env.items()] + head + argv
             run_env = {}  # the helpers' own environment: nothing of the caller's
+        # A tool call's timeout (SIGALRM, raised as _ToolTimeout) may only interrupt the wait in
+        # _pump: were it to unwind us past the kills below, the command would outlive its tool call
+        # and could write the verdict a grader reads later. So it is blocked from Popen to the end,
+        # and the kills run on every way out (a pending alarm is raised once they are done).
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
         try:
-            proc = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                cwd=self._confine(cwd) if cwd else self.cfg["workdir"], env=run_env,
-                start_new_session=True, close_fds=True, preexec_fn=self._child_setup, **ids,
-            )
-        except (OSError, subprocess.SubprocessError) as e:
-            # EAGAIN under a pids limit, ENOENT for a missing program, a failed preexec step.
-            why = getattr(e, "strerror", None) or str(e)
-            return {"exit_code": 127 if isinstance(e, FileNotFoundError) else 126, "stdout_b64": "",
-                    "stderr_b64": base64.b64encode(f"cannot start {argv[0]}: {why}".encode()).decode(),
-                    "timed_out": False, "truncated": False, "oom_killed": False, "duration_s": 0.0}
-        out, err, truncated, timed_out = self._pump(proc, stdin_data, started + float(timeout))
-        if timed_out:
-            self._kill_group(proc.pid)
-        try:
-            rc = proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self._kill_group(proc.pid)
-            rc = proc.wait()
-        # Whatever is left of the command (setsid, double fork) dies with it, timed out or not: a
-        # process that outlives its exec shares the uid of every later command and could trace or
-        # write them (/proc/PID/mem, ptrace) and so forge their exit codes or output. On local each
-        # command's PID namespace already ends with it; on docker this kill(-1) is what does it.
-        self._kill_strays()
-        self._reap()
+            try:
+                proc = subprocess.Popen(
+                    argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    cwd=self._confine(cwd) if cwd else self.cfg["workdir"], env=run_env,
+                    start_new_session=True, close_fds=True, preexec_fn=self._child_setup, **ids,
+                )
+            except (OSError, subprocess.SubprocessError) as e:
+                # EAGAIN under a pids limit, ENOENT for a missing program, a failed preexec step.
+                why = getattr(e, "strerror", None) or str(e)
+                return {"exit_code": 127 if isinstance(e, FileNotFoundError) else 126, "stdout_b64": "",
+                        "stderr_b64": base64.b64encode(f"cannot start {argv[0]}: {why}".encode()).decode(),
+                        "timed_out": False, "truncated": False, "oom_killed": False, "duration_s": 0.0}
+            try:
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+                try:
+                    out, err, truncated, timed_out = self._pump(proc, stdin_data, started + float(timeout))
+                finally:
+                    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+            except BaseException:
+                self._close_pipes(proc)
+                self._kill_group(proc.pid)
+                proc.wait()
+                self._kill_strays()
+                self._reap()
+                raise
+            if timed_out:
+                self._kill_group(proc.pid)
+            try:
+                rc = proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._kill_group(proc.pid)
+                rc = proc.wait()
+            # Whatever is left of the command (setsid, double fork) dies with it, timed out or not: a
+            # process that outlives its exec shares the uid of every later command and could trace or
+            # write them (/proc/PID/mem, ptrace) and so forge their exit codes or output. On local each
+            # command's PID namespace already ends with it; on docker this kill(-1) is what does it.
+            self._kill_strays()
+            self._reap()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         oom = self._oom_count() > oom_before
         return {"exit_code": rc if rc >= 0 else 128 - rc, "stdout_b64": base64.b64encode(out).decode(),
                 "stderr_b64": base64.b64encode(err).decode(), "timed_out": timed_out, "truncated": truncated,
@@ -550,6 +570,7 @@ class Server:
         # Our fork inherits the cleared dumpable flag, which leaves /proc/self root-owned; the
         # command gets it back at execve anyway (it holds none of our fds by then: 0-2 are its pipes).
         _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM})  # op_exec blocked it around the fork
         if self.cfg["command_cgroup"]:
             with open(self.cfg["command_cgroup"], "w") as f:
                 f.write("0")  # this process; fails the exec (126) rather than run it beside us
