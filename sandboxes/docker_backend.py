@@ -318,7 +318,7 @@ def _server_config(cfg: SandboxConfig, cgroup: CommandCgroup | None = None) -> d
     return {
         "workdir": WORKDIR,
         "scratch": list(SCRATCH),
-        # Docker's own /dev/shm (shm_size) and the IPC namespace's /dev/mqueue: emptied on reset.
+        # Our /dev/shm tmpfs and the IPC namespace's /dev/mqueue: emptied on reset.
         "wiped": ["/dev/shm", "/dev/mqueue"],
         "max_output_bytes": lim.max_output_bytes,
         "max_request_bytes": lim.max_request_bytes,
@@ -340,7 +340,13 @@ def separation(cfg: SandboxConfig) -> str | None:
 
 def container_kwargs(cfg: SandboxConfig, name: str, cgroup: CommandCgroup | None = None) -> dict[str, Any]:
     lim, hard = cfg.limits, cfg.hardening
-    tmpfs_opts = f"rw,exec,nosuid,nodev,size={lim.scratch_mb}m,mode=1777"
+    # Owned by the commands' uid, as local's are (bwrap's tmpfs belong to its one uid): then the tool
+    # server, whose filesystem uid is the commands', can put back a root's mode, xattrs and mtime on
+    # reset (a command can change them; the wipe itself moves the mtime). /dev/shm likewise, in
+    # place of docker's root-owned shm mount (shm_size).
+    ids = f"uid={COMMAND_UID},gid={COMMAND_UID}" if hard.non_root else "uid=0,gid=0"
+    tmpfs_opts = f"rw,exec,nosuid,nodev,size={lim.scratch_mb}m,mode=1777,{ids}"
+    shm_opts = f"rw,noexec,nosuid,nodev,size={lim.scratch_mb}m,mode=1777,{ids}"
     kw: dict[str, Any] = dict(
         command=["python3", "-I", "-u", SERVER_PATH_IN_IMAGE, json.dumps(_server_config(cfg, cgroup))],
         name=name,
@@ -351,11 +357,10 @@ def container_kwargs(cfg: SandboxConfig, name: str, cgroup: CommandCgroup | None
         working_dir=WORKDIR,
         environment={"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": WORKDIR, "LANG": "C.UTF-8"},
         labels={LABEL: "1", **owner.labels()},
-        tmpfs={d: tmpfs_opts for d in SCRATCH},
+        tmpfs={**{d: tmpfs_opts for d in SCRATCH}, "/dev/shm": shm_opts},  # every writable tmpfs has our cap
         mem_limit=f"{lim.memory_mb}m",
         memswap_limit=f"{lim.memory_mb}m",
         pids_limit=lim.pids,
-        shm_size=f"{lim.scratch_mb}m",  # docker's 64 MiB default otherwise: every writable tmpfs has our cap
         nano_cpus=int(lim.cpus * 1e9),
         network_mode="bridge" if hard.network else "none",
         read_only=hard.read_only_root,
@@ -459,7 +464,7 @@ def _create_args(c, cfg: SandboxConfig, name: str, cgroup: CommandCgroup | None 
     """container_kwargs mapped onto the low-level API (create_host_config)."""
     kw = container_kwargs(cfg, name, cgroup)
     host_keys = {
-        "auto_remove", "tmpfs", "mem_limit", "memswap_limit", "pids_limit", "nano_cpus", "shm_size",
+        "auto_remove", "tmpfs", "mem_limit", "memswap_limit", "pids_limit", "nano_cpus",
         "network_mode", "read_only", "cap_drop", "cap_add", "security_opt", "log_config", "cgroup_parent", "binds",
     }
     host = {k: kw.pop(k) for k in list(kw) if k in host_keys}

@@ -338,6 +338,10 @@ class Server:
         # What a reset checks is still ours: a command that changed it (a reniced or OOM-first
         # server) leaves a sandbox that reset cannot clean, and the pool replaces it.
         self.knobs = _server_knobs()
+        # Each scratch and wiped root as it was at start (mode, owner, xattrs, times): a command may
+        # chmod, setxattr or touch a root it owns, and the wipe itself moves its mtime; reset puts
+        # them back (see _restore_roots).
+        self.roots = {r: _root_attrs(r) for r in list(self.cfg["scratch"]) + list(self.cfg["wiped"])}
 
     # --------------------------------------------------------------- dispatch
     def handle(self, req: dict) -> dict:
@@ -433,7 +437,7 @@ class Server:
     def op_reset(self, state=None):
         killed = self._kill_strays()
         with self._as_command():
-            left = self._clear_scratch() + self._clear_ipc()
+            left = self._clear_scratch() + self._clear_ipc() + self._restore_roots()
         knobs = _server_knobs()
         if knobs != self.knobs:
             left.append(f"the tool server's scheduling/OOM settings changed: {self.knobs} -> {knobs}")
@@ -722,6 +726,44 @@ class Server:
                 left.append(f"{root} could not be emptied")
         return left
 
+    def _restore_roots(self) -> list[str]:
+        """Every scratch/wiped root's mode, xattrs and times back to what they were at start; what
+        differs after (an owner no uid of ours can change back), as messages. A root that is not
+        ours (docker's root-owned /dev/mqueue) is as unchangeable for commands as for us, except its
+        mtime, which any queue created there moves: that one is left as it is."""
+        left = []
+        for root, want in self.roots.items():
+            got = _root_attrs(root)
+            if want is None or got == want:
+                continue
+            if got is None or not stat.S_ISDIR(got["mode"]):
+                left.append(f"{root} is gone or no longer a directory")
+                continue
+            times_ours = True
+            try:
+                if got["mode"] != want["mode"]:
+                    os.chmod(root, stat.S_IMODE(want["mode"]))
+                for name in set(got["xattrs"]) - set(want["xattrs"]):
+                    os.removexattr(root, name)
+                for name, value in want["xattrs"].items():
+                    if got["xattrs"].get(name) != value:
+                        os.setxattr(root, name, value)
+            except OSError as e:
+                left.append(f"cannot restore {root}: {e.strerror}")
+                continue
+            try:
+                os.utime(root, ns=(want["atime_ns"], want["mtime_ns"]))
+            except PermissionError:
+                times_ours = False
+            except OSError as e:
+                left.append(f"cannot restore the times of {root}: {e.strerror}")
+            got = _root_attrs(root)
+            keys = [k for k in ("mode", "uid", "gid", "xattrs", "mtime_ns") if k != "mtime_ns" or times_ours]
+            diff = {k: (want[k], got[k]) for k in keys if got is None or got[k] != want[k]}
+            if diff:
+                left.append(f"{root} differs from the start: {diff}")
+        return left
+
     def _clear_ipc(self) -> list[str]:
         """Remove every System V shared memory segment, message queue and semaphore set of our IPC
         namespace (POSIX queues and shm live in the wiped /dev/mqueue and /dev/shm)."""
@@ -806,6 +848,25 @@ def _wipe(root: str) -> bool:
         for fd, _ in stack:
             os.close(fd)
     return clean
+
+
+def _root_attrs(path: str) -> dict | None:
+    """What a command could change of a scratch root itself: mode, owner, xattrs, times."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    xattrs = {}
+    try:
+        for name in os.listxattr(path, follow_symlinks=False):
+            try:
+                xattrs[name] = os.getxattr(path, name, follow_symlinks=False)
+            except OSError:
+                pass
+    except OSError:
+        pass
+    return {"mode": st.st_mode, "uid": st.st_uid, "gid": st.st_gid, "xattrs": xattrs,
+            "atime_ns": st.st_atime_ns, "mtime_ns": st.st_mtime_ns}
 
 
 # IPC_INFO-style counts: (ctl function, command, index of the "objects in use" int in its struct).

@@ -234,6 +234,11 @@ for knob, value in (("oom_score_adj", "1000"), ("autogroup", "19")):
             f.write(value)
     attempt("server " + knob, poke)
 subprocess.Popen(["sleep", "300"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+# Issue 61 -- the scratch roots themselves, where the command owns them: an xattr, a date, a mode.
+for root in ("/workspace", "/tmp", "/dev/shm", "/dev/mqueue"):
+    attempt("xattr " + root, os.setxattr, root, "user.t61", b"left behind")
+    attempt("utime " + root, os.utime, root, (86400, 86400))
+    attempt("chmod " + root, os.chmod, root, 0o700)
 print("WORST done")
 ''',
     # Issue 29 -- what a later episode can observe of its sandbox (equal in a fresh one).
@@ -251,8 +256,16 @@ for root in ("/workspace", "/tmp", "/dev/shm", "/dev/mqueue"):
                 except OSError as e:
                     tree.append((p, e.strerror))
         v = os.statvfs(root)
+        st = os.lstat(root)
+        try:
+            xattrs = {n: os.getxattr(root, n).hex() for n in os.listxattr(root)}
+        except OSError as e:
+            xattrs = e.strerror
         fp[root] = {"tree": sorted(tree), "blocks_used": v.f_blocks - v.f_bfree,
-                    "inodes_used": v.f_files - v.f_ffree}
+                    "inodes_used": v.f_files - v.f_ffree,
+                    "root": {"mode": oct(st.st_mode), "uid": st.st_uid, "gid": st.st_gid, "xattrs": xattrs}}
+        # Equal across resets of one sandbox, not across sandboxes: compare with the same one's.
+        fp.setdefault("root_mtimes", {})[root] = st.st_mtime_ns
 for kind in ("shm", "msg", "sem"):
     try:
         fp["sysv_" + kind] = open(f"/proc/sysvipc/{kind}").read().splitlines()[1:]
