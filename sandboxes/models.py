@@ -137,7 +137,8 @@ class ExecResult(BaseModel):
         return self.exit_code == 0 and not self.timed_out
 
 
-ToolErrorKind = Literal["unknown_tool", "invalid_arguments", "tool_failure", "internal_error", "timeout"]
+ToolErrorKind = Literal["unknown_tool", "invalid_arguments", "tool_failure", "internal_error", "timeout",
+                        "state_too_large", "output_too_large"]
 
 
 class ToolResult(BaseModel):

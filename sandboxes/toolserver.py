@@ -44,6 +44,9 @@ DEFAULTS = {
     "max_output_bytes": 64 * 1024,
     "max_request_bytes": 8 * 1024 * 1024,
     "max_file_bytes": 8 * 1024 * 1024,
+    # The tool state's JSON may not outgrow what one restore request carries (a snapshot that can
+    # never be restored), nor an output the client's line: None is max_request_bytes less 64 KiB.
+    "max_state_bytes": None,
     # Only a backend that gave us our own PID namespace may set this: it lets a
     # timeout kill every process in the sandbox, not just the command's group.
     "own_pid_namespace": False,
@@ -257,6 +260,7 @@ class Domain:
         self.initial_state = _json_copy(initial, "initial state")
         self.state = _json_copy(self.initial_state, "initial state")
         self.digest = None  # of self.state; None after a write
+        self.text = None  # self.state's canonical JSON when a write just measured it, else None
         self.digests = _Digests()
 
 
@@ -277,6 +281,10 @@ class _Digests:
     def digest(self, state) -> str:
         import hashlib
 
+        return hashlib.sha256(self.text(state).encode()).hexdigest()
+
+    def text(self, state) -> str:
+        """The state's canonical JSON (what the digest hashes)."""
         try:
             text = self._state(state) if isinstance(state, dict) else None
         except TypeError:  # a non-string key: the slow, exact way
@@ -284,7 +292,7 @@ class _Digests:
         if text is None:
             self.top = {}
             text = _canonical(json.loads(json.dumps(state)))
-        return hashlib.sha256(text.encode()).hexdigest()
+        return text
 
     def _state(self, state) -> str:
         fresh, out = {}, []
@@ -316,6 +324,15 @@ class _Digests:
 def _str_key(key) -> None:
     if type(key) is not str:
         raise TypeError("a non-string key (JSON would turn it into a string)")
+
+
+def _wire_len(text: str) -> int:
+    """Length of `text` (canonical JSON: non-ASCII raw) as the wire's ASCII JSON writes it, where
+    every UTF-16 unit past ASCII is a 6-byte \\uXXXX."""
+    if text.isascii():
+        return len(text)
+    ascii_n = len(text.encode("ascii", "ignore"))
+    return ascii_n + 6 * (len(text.encode("utf-16-le", "surrogatepass")) // 2 - ascii_n)
 
 
 def _canonical(value) -> str:
@@ -361,8 +378,17 @@ class Server:
         return {"pong": True, "pid": os.getpid(), "protocol": PROTOCOL_VERSION, "domain": self.domain.name}
 
     # ------------------------------------------------------------------ tools
+    def _state_cap(self) -> int:
+        cap = self.cfg["max_state_bytes"]
+        return int(cap) if cap else max(1024, int(self.cfg["max_request_bytes"]) - (64 << 10))
+
     def op_load_domain(self, name: str, source: str, state=None):
-        self.domain = Domain(name, source, state, run_command=self.op_exec)
+        domain = Domain(name, source, state, run_command=self.op_exec)
+        size = _wire_len(domain.digests.text(domain.state))
+        if size > self._state_cap():
+            raise RequestError("StateTooLarge", f"domain {name!r}: its initial state is {size} bytes of JSON; "
+                                                f"the cap is {self._state_cap()} (what a restore may carry)")
+        self.domain = domain
         return {"domain": name, "tools": sorted(self.domain.tools)}
 
     def op_list_tools(self):
@@ -393,7 +419,7 @@ class Server:
             signal.setitimer(signal.ITIMER_REAL, float(timeout))
         try:
             output = fn(working, **args)
-            json.dumps(output)
+            size = len(json.dumps(output))
         except InvalidArguments as e:
             return _tool_error("invalid_arguments", f"{name}: {e.message}")
         except ToolFailure as e:
@@ -411,10 +437,20 @@ class Server:
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, old)
+        cap = self._state_cap()
+        if size > cap:
+            return _tool_error("output_too_large", f"{name} returned {size} bytes of JSON; the cap is {cap}")
         commit = getattr(fn, "commit", None)
         new = commit(self.domain.state, working) if commit else working
         if new is not self.domain.state:
-            self.domain.state, self.domain.digest = new, None
+            # Measured here, the text a later digest hashes (no second serialisation): a state a
+            # snapshot could not carry back in a restore is refused, and the old one stays.
+            text = self.domain.digests.text(new)
+            size = _wire_len(text)
+            if size > cap:
+                return _tool_error("state_too_large", f"{name} would make the tool state {size} bytes of JSON; "
+                                                      f"the cap is {cap}: the call was undone")
+            self.domain.state, self.domain.digest, self.domain.text = new, None, text
         return {"ok": True, "output": output}
 
     def op_snapshot(self):
@@ -424,14 +460,17 @@ class Server:
         """The state's digest (sandboxes.models.state_digest) without sending the state: kept until a
         write, and then only the top-level entries and table rows that changed are serialised again."""
         if self.domain.digest is None:
-            self.domain.digest = self.domain.digests.digest(self.domain.state)
+            import hashlib
+
+            text = self.domain.text if self.domain.text is not None else self.domain.digests.text(self.domain.state)
+            self.domain.digest, self.domain.text = hashlib.sha256(text.encode()).hexdigest(), None
         return {"domain": self.domain.name, "digest": self.domain.digest}
 
     def op_restore(self, state, domain: str | None = None):
         if domain is not None and domain != self.domain.name:
             raise RequestError("DomainMismatch", f"snapshot is of domain {domain!r}, sandbox has {self.domain.name!r}")
         self.domain.state = _json_copy(state, "restored state")
-        self.domain.digest = None
+        self.domain.digest = self.domain.text = None
         return {"restored": True}
 
     def op_reset(self, state=None):
@@ -444,7 +483,7 @@ class Server:
         if left:
             raise RequestError("ResetIncomplete", "the sandbox cannot be made as good as new: " + "; ".join(left[:5]))
         self.domain.state = _json_copy(self.domain.initial_state if state is None else state, "state")
-        self.domain.digest = None
+        self.domain.digest = self.domain.text = None
         return {"killed": killed}
 
     # ------------------------------------------------------------------ files

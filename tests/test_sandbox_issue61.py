@@ -60,3 +60,38 @@ async def test_a_timed_out_tool_calls_command_is_killed(shell_sb):
     assert r.stdout == "none\n", f"a timed-out tool call's command wrote after it returned: {r}"
     # The tool server still serves, and the next tool command runs normally.
     assert (await sb.call_tool("run_shell", {"command": ["true"]}, timeout=10)).output == {"exit_code": 0}
+
+
+# ---------------------------------------------------------------- item 2
+async def test_a_state_or_output_too_large_is_a_tool_error_not_a_dead_sandbox(shell_sb):
+    """A tool that grew the state past what a restore request may carry left a snapshot that could
+    never be restored; an output past the client's line limit killed the sandbox (ProtocolError).
+    Both are now a typed tool error, and the state stays as it was before the call."""
+    from sandboxes import RequestFailed
+
+    sb = shell_sb
+    assert (await sb.call_tool("grow", {"key": "a", "n": 1000})).ok
+    before = await sb.snapshot()
+    cap = sb.config.limits.max_request_bytes
+    r = await sb.call_tool("grow", {"key": "b", "n": cap + 1})
+    assert r.ok is False and r.kind == "state_too_large", r
+    after = await sb.snapshot()
+    assert after.state == before.state, "the call that failed changed the state"
+    await sb.restore(after)
+    r = await sb.call_tool("big_output", {"n": 34 << 20})
+    assert r.ok is False and r.kind == "output_too_large", r
+    assert sb.alive and (await sb.call_tool("grow", {"key": "c", "n": 10})).ok
+    # A domain whose initial state is already too large to restore is refused at load.
+    big = "def noop(state):\n    return {}\nTOOLS = [noop]\nINITIAL_STATE = {'x': 'y' * %d}\n" % (cap + 1)
+    with pytest.raises(RequestFailed, match="StateTooLarge"):
+        await sb.load_domain(DomainBundle(name="big", source=big))
+    assert sb.alive and (await sb.snapshot()).domain == "shell"
+
+
+def test_wire_len_is_the_length_of_the_ascii_json_the_wire_carries():
+    from sandboxes.models import state_digest  # noqa: F401  (the canonical text it hashes)
+    from sandboxes.toolserver import _Digests, _wire_len
+    import json
+
+    for state in ({"a": "plain"}, {"é": "naïve – 😀"}, {"s": "\ud800 lone"}, {"rows": {str(i): "ü" * i for i in range(40)}}):
+        assert _wire_len(_Digests().text(state)) == len(json.dumps(state, separators=(",", ":"))), state
