@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
+from synth.task_models import ExpectedOutput
 from synth.tasks import Difficulty, Rubric, Task, UserScenario
 
 __all__ = ["CaseMeta", "EvalInputs", "InlineTask"]
@@ -37,7 +38,9 @@ class InlineTask(BaseModel):
     user_scenario: UserScenario | None = None
     gold_actions: list[dict[str, Any]] = Field(default_factory=list,
                                                description='[{"name": tool, "arguments": {...}}, ...]')
-    expected_outputs: list[str] = Field(default_factory=list, description="what the agent must tell the user")
+    expected_outputs: list[ExpectedOutput] = Field(
+        default_factory=list, description='what the agent must tell the user: a string, or {"field": ..., "value": ...} '
+                                          'for a value asked for by field (rewards.field_answers)')
     rubric: Rubric = Field(default_factory=Rubric)
     tools: list[str] = Field(default_factory=list, description="tools offered to the agent (default: all of the domain's)")
     difficulty: Difficulty = "medium"

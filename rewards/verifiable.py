@@ -34,10 +34,12 @@ from typing import Any, Literal
 import anyio
 
 from rewards.base import RewardResult
+from rewards.field_answers import check_fields, field_outputs, told_outputs, tool_values
 from rewards.mentions import _numbers, mentions, normalize, told_between_reads, without_hedges  # noqa: F401  (normalize: re-exported)
 from sandboxes import SandboxError, state_digest
 from synth.episode import ToolCallRecord, Trajectory, resolve_domain
 from synth.task_replay import declared_failure  # noqa: F401  (re-exported: rewards' rule too)
+from synth.task_models import FieldValue
 from synth.tasks import Task
 from synth.usersim import STOP, asks_for, key_phrase
 from toolzoo.mcp_domain import has_state, pool_for, release_to
@@ -240,6 +242,11 @@ class WorldStateReward:
 class CommunicationReward:
     """Every expected output appears in what the agent told the user (assistant text, not tool calls).
 
+    An output that knows its field (synth.task_models.FieldValue) is told only when the answer states it for
+    that field (rewards.field_answers: a keyed value, or prose that is not part of another value; a different
+    value for the field fails it); `by_field=False` reads it as plain text, as every output was read before.
+    A plain output (and every tau-bench task's) is matched as tau does (rewards.mentions).
+
     `partial=False`: 1.0 only when all are there (tau); `partial=True`: the fraction found.
     A task with no expected outputs scores 1.0. `hedges=False` (the default): the pairs for a key given two
     different values, one not expected, tell nothing (rewards.mentions.without_hedges), within everything told
@@ -251,13 +258,14 @@ class CommunicationReward:
     name = "communication"
 
     def __init__(self, *, partial: bool = False, currency_cents: bool = True, hedges: bool = False,
-                 hedge_scope: Literal["message", "read"] = "read"):
+                 hedge_scope: Literal["message", "read"] = "read", by_field: bool = True):
         if hedge_scope not in ("message", "read"):
             raise ValueError(f"hedge_scope must be 'message' or 'read', not {hedge_scope!r}")
         self.partial = partial
         self.currency_cents = currency_cents
         self.hedges = hedges
         self.hedge_scope = hedge_scope
+        self.by_field = by_field
 
     async def score(self, task: Task, trajectory: Trajectory) -> RewardResult:
         if (r := _infra(self.name, trajectory)) is not None:
@@ -266,22 +274,31 @@ class CommunicationReward:
         if not expected:
             return RewardResult(name=self.name, score=1.0, reason="the task has no expected outputs",
                                 details={"expected": [], "found": [], "missing": []})
+        bound, plain = field_outputs(task.expected_outputs) if self.by_field else ([], list(task.expected_outputs))
         units = agent_texts(trajectory) if self.hedge_scope == "message" else told_between_reads(trajectory.messages)
         told = [(t, []) if self.hedges else without_hedges(t, expected) for t in units]
         text = "\n".join(t for t, _ in told)
         hedged = sorted({k for _, keys in told for k in keys})
         nums = _numbers(text)
-        found = [o for o in expected if mentions(text, o, currency_cents=self.currency_cents, numbers=nums)]
-        missing = [o for o in expected if o not in found]
+        plain_found = {str(o) for o in plain if mentions(text, str(o), currency_cents=self.currency_cents, numbers=nums)}
+        checks = check_fields(units, bound, tool_results=tool_values(trajectory.messages),
+                              currency_cents=self.currency_cents) if bound else []
+        ok = iter([c.told for c in checks])
+        found_flags = [next(ok) if isinstance(o, FieldValue) and self.by_field else str(o) in plain_found
+                       for o in task.expected_outputs]
+        found = [e for e, f in zip(expected, found_flags, strict=True) if f]
+        missing = [e for e, f in zip(expected, found_flags, strict=True) if not f]
         frac = len(found) / len(expected)
         score = frac if self.partial else float(not missing)
+        wrong = [c for c in checks if not c.told and c.said is not None]
         reason = (f"the agent told the user all {len(expected)} expected output(s)" if not missing else
                   f"the agent never told the user {', '.join(repr(m) for m in missing)}"
                   + ("" if agent_texts(trajectory) else " (it sent the user no text at all)")
-                  + (f" (it gave {', '.join(repr(k) for k in hedged)} more than one value)" if hedged and missing else ""))
+                  + (f" (it gave {', '.join(repr(k) for k in hedged)} more than one value)" if hedged and missing else "")
+                  + (" (" + "; ".join(c.line() for c in wrong) + ")" if wrong else ""))
         return RewardResult(name=self.name, score=score, reason=reason,
                             details={"expected": expected, "found": found, "missing": missing, "fraction": frac,
-                                     "hedged_keys": hedged})
+                                     "hedged_keys": hedged, "fields": [c.as_dict() for c in checks]})
 
 
 # =================================================================== rubric checks
@@ -620,7 +637,7 @@ class ReverifyReward:
             texts = agent_texts(traj)
             first, passive = claims(texts)
             gold_writes = any(a.name in writes for a in task.gold_actions)
-            told = [o for o in task.expected_outputs if mentions("\n".join(texts), str(o))] if gold_writes else []
+            told = told_outputs(task.expected_outputs, texts, traj.messages) if gold_writes else []
             evidence = first + (passive + [f"expected output {o!r}" for o in told] if gold_writes else [])
             details["claims"] = {"first_person": first[:5], "passive": passive[:5], "expected_outputs_told": told,
                                  "successful_writes": wrote, "final_equals_initial": unchanged}

@@ -3,14 +3,61 @@ the synthesis results; synth/tasks.py makes them and re-exports them."""
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, WithJsonSchema
 
 
 Difficulty = Literal["easy", "medium", "hard"]
 TIERS: tuple[Difficulty, ...] = ("easy", "medium", "hard")
 CALL_TIMEOUT = 5.0  # seconds per sandboxed tool call, when probing, searching and replaying
+
+
+class FieldValue(str):
+    """An expected output the task asks for by field: ``FieldValue("light", "type")`` is the device's type.
+
+    It is the value's own string (joined, searched and compared as text, as a plain output is), and it
+    knows its `field`, so the communication reward credits it only where the answer states it for that
+    field (rewards.field_answers). It is written ``{"field": "type", "value": "light"}`` in tasks.jsonl and
+    in the dataset's `expected_outputs` column; an output that names no field stays a plain string."""
+
+    field: str
+
+    def __new__(cls, value: str, field: str) -> FieldValue:
+        if not isinstance(field, str) or not field.strip():
+            raise ValueError(f"the field of expected output {value!r} must be a non-empty string, not {field!r}")
+        obj = super().__new__(cls, value)
+        obj.field = field
+        return obj
+
+    def __getnewargs__(self) -> tuple[str, str]:  # copy, deepcopy and pickle keep the field
+        return str(self), self.field
+
+    def __repr__(self) -> str:
+        return f"FieldValue({str(self)!r}, field={self.field!r})"
+
+
+def output_of(raw: Any) -> str:
+    """An expected output from its JSON form: a string, or ``{"field": ..., "value": ...}``."""
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, dict) and set(raw) == {"field", "value"} and all(isinstance(v, str) for v in raw.values()):
+        return FieldValue(raw["value"], raw["field"])
+    raise ValueError(f"an expected output is a string or {{\"field\": ..., \"value\": ...}} (both strings), "
+                     f"not {raw!r}")
+
+
+def output_json(o: str) -> str | dict[str, str]:
+    """The JSON form of an expected output (the inverse of `output_of`)."""
+    return {"field": o.field, "value": str(o)} if isinstance(o, FieldValue) else str(o)
+
+
+ExpectedOutput = Annotated[
+    str, PlainValidator(output_of), PlainSerializer(output_json),
+    WithJsonSchema({"anyOf": [{"type": "string"}, {
+        "type": "object", "required": ["field", "value"], "additionalProperties": False,
+        "properties": {"field": {"type": "string"}, "value": {"type": "string"}}}]}),
+]
 
 
 class Action(BaseModel):
@@ -50,7 +97,9 @@ class Task(BaseModel):
     persona: str
     user_scenario: UserScenario
     gold_actions: list[Action]
-    expected_outputs: list[str] = Field(default_factory=list)
+    expected_outputs: list[ExpectedOutput] = Field(
+        default_factory=list, description="what the agent must tell the user: a string, or a FieldValue when the "
+                                          "task asks for it by field (\"tell me the type\")")
     rubric: Rubric
     tools: list[str] = Field(description="tools offered to the agent: the gold tools plus distractors")
     difficulty: Difficulty

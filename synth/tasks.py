@@ -55,8 +55,8 @@ from sandboxes.cli_files import read_jsonl
 from synth.task_gold import (CALL_TRIES, Binding, PlanFailed, Step, bindings_of, describe, draw_args, origin,
                              pick_outputs, prune_steps, run_plan)
 from synth.task_graph import DomainContext, TaskArgSampler, build_context, build_graph, plan_tools, _weighted
-from synth.task_models import (CALL_TIMEOUT, TIERS, Action, Difficulty, DroppedTask, JsonLLM, Rubric, Task,
-                               TaskStats, TaskSynthesis, UserScenario)
+from synth.task_models import (CALL_TIMEOUT, TIERS, Action, Difficulty, DroppedTask, FieldValue, JsonLLM, Rubric,
+                               Task, TaskStats, TaskSynthesis, UserScenario, output_json)
 from synth.task_replay import ReplayResult, check_task, replay_task, replay_tasks, validate_tasks
 from synth.task_values import fmt, humanize, id_like, names_match
 from synth.task_writing import (ASK, FIRST_NAMES, FRAMES, IDENTITY_WORDS, INTROS, OPENERS, ROLES, STYLES, THEN, Draft,
@@ -67,7 +67,8 @@ from toolzoo.spec import Domain
 __all__ = [  # with the names of the step modules, so `from synth.tasks import X` keeps working
     "Action", "ASK", "ATTEMPTS_PER_DOMAIN", "Binding", "bindings_of", "build_context", "build_graph",
     "CALL_TIMEOUT", "CALL_TRIES", "check_domains", "check_task", "describe", "Difficulty", "difficulty_of",
-    "DOMAIN_SEEDS", "DomainContext", "Draft", "draw_args", "DroppedTask", "export_tasks", "FIRST_NAMES", "fmt",
+    "DOMAIN_SEEDS", "DomainContext", "Draft", "draw_args", "DroppedTask", "export_tasks", "FieldValue", "FIRST_NAMES",
+    "fmt",
     "FRAMES", "goal_phrase", "has_write_or_output", "humanize", "id_like", "IDENTITY_WORDS", "INTROS", "JsonLLM",
     "LENGTH_WEIGHTS", "llm_rewrite", "load_tasks", "make_rubric", "MAX_ATTEMPTS", "names_match", "OPENERS",
     "origin", "pick_outputs", "plan_tools", "PlanFailed", "prune_steps", "reference", "replay_task",
@@ -236,7 +237,7 @@ class TaskSynthesizer:
                 id=f"t{self.seed}-{index:05d}-{name}", domain=name, seed=dseed, instruction=instruction,
                 persona=persona, user_scenario=scenario,
                 gold_actions=[Action(name=st.tool.name, arguments=st.args) for st in steps],
-                expected_outputs=[v for _k, v, _j in outputs], rubric=make_rubric(steps, outputs, draft.withheld),
+                expected_outputs=[FieldValue(v, k) for k, v, _j in outputs], rubric=make_rubric(steps, outputs, draft.withheld),
                 tools=[t for t in tools if t in subset or t in gold], difficulty=difficulty_of(len(steps), needs),
                 needs_user_info=needs, final_state_hash=final_digest, provenance=provenance,  # type: ignore[arg-type]
             )
@@ -349,7 +350,7 @@ def task_row(task: Task, domain: Domain | None = None) -> dict[str, Any]:
         "instruction": task.instruction, "persona": task.persona,
         "user_scenario": task.user_scenario.model_dump_json(),
         "gold_actions": json.dumps([a.model_dump() for a in task.gold_actions], ensure_ascii=False),
-        "expected_outputs": json.dumps(task.expected_outputs, ensure_ascii=False),
+        "expected_outputs": json.dumps([output_json(o) for o in task.expected_outputs], ensure_ascii=False),
         "rubric": task.rubric.model_dump_json(),
         "tool_names": json.dumps(task.tools),
         "difficulty": task.difficulty, "needs_user_info": task.needs_user_info,
