@@ -31,7 +31,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from rewards.mentions import _NUM_IN_TEXT, _NUMERIC, _ID_LIKE, mentions, normalize
+from rewards.mentions import _NUM_IN_TEXT, _NUMERIC, _ID_LIKE, mentions, normalize, told_between_reads
 from synth.task_models import FieldValue
 from synth.task_values import output_pairs
 
@@ -156,8 +156,56 @@ def tool_values(messages: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
     return out
 
 
+_SENTENCE = re.compile(r"[^.!?;\n]+(?:[.!?;](?!\w)|\n|$)")
+
+
+def _records(node: Any) -> Iterable[list[str]]:
+    """The ids and names of every JSON object in a tool result (each object's own, not its children's)."""
+    if isinstance(node, dict):
+        own = [str(v) for k, v in node.items() if (names_field(str(k), "id") or names_field(str(k), "name"))
+               and isinstance(v, (str, int)) and not isinstance(v, bool) and str(v).strip()]
+        if own:
+            yield own
+        for v in node.values():
+            yield from _records(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _records(v)
+
+
+def records_named(messages: Sequence[dict[str, Any]], task_texts: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(the ids and names of the records the task names, those of the records it does not), over every JSON
+    object the episode's tools returned: a record is the task's when `task_texts` (its instruction and gold
+    calls' argument values) mention its id or its name."""
+    mine: list[str] = []
+    foreign: list[str] = []
+    for m in messages:
+        if m.get("role") != "tool":
+            continue
+        try:
+            parsed = json.loads(m.get("content") or "")
+        except (ValueError, TypeError):
+            continue
+        for rec in _records(parsed):
+            named = any(spans(t, v) for v in rec for t in task_texts)
+            (mine if named else foreign).extend(rec)
+    mine = list(dict.fromkeys(mine))
+    return mine, [v for v in dict.fromkeys(foreign) if v not in mine]
+
+
+def _about_others(text: str, mine: Sequence[str], foreign: Sequence[str]) -> list[Span]:
+    """The sentences of `text` that name a record the task does not and none it does."""
+    out = []
+    for m in _SENTENCE.finditer(text):
+        s = m.group(0)
+        if any(spans(s, v) for v in foreign) and not any(spans(s, v) for v in mine):
+            out.append(m.span())
+    return out
+
+
 def _unit_verdicts(text: str, outputs: Sequence[FieldValue], others: Sequence[tuple[str, str]],
-                   currency_cents: bool) -> list[FieldCheck | None]:
+                   currency_cents: bool, records: tuple[Sequence[str], Sequence[str]] = ((), ())
+                   ) -> list[FieldCheck | None]:
     fields = {o.field for o in outputs}
     stated = keyed(text, fields | {k for k, _ in others})
     # where every other value is mentioned: the values prose may not borrow from
@@ -180,19 +228,24 @@ def _unit_verdicts(text: str, outputs: Sequence[FieldValue], others: Sequence[tu
         blocked += [s for k, v, s in stated if not names_field(k, f)]
         blocked += [s for k, v in others if not names_field(k, f) and normalize(v) != normalize(e)
                     for s in spans(text, v, currency_cents=currency_cents)]
-        free = [s for s in value_spans[e] if not _inside(s, blocked)]
+        elsewhere = _about_others(text, *records)
+        free = [s for s in value_spans[e] if not _inside(s, blocked)
+                and not any(a <= s[0] and s[1] <= b for a, b in elsewhere)]
         verdicts.append(FieldCheck(f, e, None, True, "prose") if free else None)
     return verdicts
 
 
 def check_fields(units: Sequence[str], outputs: Sequence[FieldValue], *,
-                 tool_results: Sequence[tuple[str, str]] = (), currency_cents: bool = True) -> list[FieldCheck]:
+                 tool_results: Sequence[tuple[str, str]] = (),
+                 records: tuple[Sequence[str], Sequence[str]] = ((), ()),
+                 currency_cents: bool = True) -> list[FieldCheck]:
     """One verdict per output, in order, over what the agent told in `units` (oldest first); the last unit
     that says anything of an output decides it. `tool_results` are the (key, value) pairs the episode's tools
-    returned (`tool_values`)."""
+    returned (`tool_values`); `records` the ids and names of the task's own records and of the others
+    (`records_named`), without which prose about another record is not told apart."""
     final: list[FieldCheck | None] = [None] * len(outputs)
     for text in units:
-        for i, v in enumerate(_unit_verdicts(text, outputs, tool_results, currency_cents)):
+        for i, v in enumerate(_unit_verdicts(text, outputs, tool_results, currency_cents, records)):
             if v is not None:
                 final[i] = v
     return [v if v is not None else FieldCheck(o.field, str(o), None, False, "not said")
@@ -204,11 +257,36 @@ def field_outputs(outputs: Sequence[str]) -> tuple[list[FieldValue], list[str]]:
     return ([o for o in outputs if isinstance(o, FieldValue)], [o for o in outputs if not isinstance(o, FieldValue)])
 
 
-def told_outputs(outputs: Sequence[str], texts: Sequence[str], messages: Sequence[dict[str, Any]] = ()) -> list[str]:
+def task_texts(task: Any) -> list[str]:
+    """What names a task's own records: its instruction, its gold calls' scalar argument values and its
+    expected outputs (an asked id is the id of a record the task is about)."""
+    return [task.instruction] + [str(v) for a in task.gold_actions for v in a.arguments.values()
+                                 if isinstance(v, (str, int)) and not isinstance(v, bool)] + \
+        [str(o) for o in task.expected_outputs]
+
+
+def told_outputs(outputs: Sequence[str], texts: Sequence[str], messages: Sequence[dict[str, Any]] = (),
+                 named_by: Sequence[str] = ()) -> list[str]:
     """The expected outputs told in any of `texts` (what the agent said to the user), each by its rule: a
-    field-bound one for its field (`check_fields`, tool results from `messages`), a plain one anywhere
-    (rewards.mentions). The claims check counts these."""
+    field-bound one for its field (`check_fields`, tool results from `messages`, the task's records named
+    by `named_by`), a plain one anywhere (rewards.mentions). The claims check counts these."""
     bound, _plain = field_outputs(outputs)
-    checks = iter(check_fields(texts, bound, tool_results=tool_values(messages)) if bound else [])
+    checks = iter(check_fields(texts, bound, tool_results=tool_values(messages),
+                               records=records_named(messages, named_by)) if bound else [])
     joined = "\n".join(texts)
     return [str(o) for o in outputs if (next(checks).told if isinstance(o, FieldValue) else mentions(joined, str(o)))]
+
+
+def field_verdicts(task: Any, messages: Sequence[dict[str, Any]], units: Sequence[str] | None = None, *,
+                   currency_cents: bool = True) -> list[FieldCheck]:
+    """The verdict on each field-bound expected output of `task` (a synth Task) in an episode's `messages`:
+    what CommunicationReward decides, and what the report's episode view shows. `units` default to what was
+    told between two tool results (rewards.mentions.told_between_reads)."""
+    bound, _plain = field_outputs(task.expected_outputs)
+    if not bound:
+        return []
+    msgs = list(messages)
+    return check_fields(told_between_reads(msgs) if units is None else units, bound,
+                        tool_results=tool_values(msgs),
+                        records=records_named(msgs, task_texts(task)),
+                        currency_cents=currency_cents)

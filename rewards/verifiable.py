@@ -34,7 +34,7 @@ from typing import Any, Literal
 import anyio
 
 from rewards.base import RewardResult
-from rewards.field_answers import check_fields, field_outputs, told_outputs, tool_values
+from rewards.field_answers import field_outputs, field_verdicts, task_texts, told_outputs
 from rewards.mentions import _numbers, mentions, normalize, told_between_reads, without_hedges  # noqa: F401  (normalize: re-exported)
 from sandboxes import SandboxError, state_digest
 from synth.episode import ToolCallRecord, Trajectory, resolve_domain
@@ -281,8 +281,7 @@ class CommunicationReward:
         hedged = sorted({k for _, keys in told for k in keys})
         nums = _numbers(text)
         plain_found = {str(o) for o in plain if mentions(text, str(o), currency_cents=self.currency_cents, numbers=nums)}
-        checks = check_fields(units, bound, tool_results=tool_values(trajectory.messages),
-                              currency_cents=self.currency_cents) if bound else []
+        checks = field_verdicts(task, trajectory.messages, units, currency_cents=self.currency_cents) if bound else []
         ok = iter([c.told for c in checks])
         found_flags = [next(ok) if isinstance(o, FieldValue) and self.by_field else str(o) in plain_found
                        for o in task.expected_outputs]
@@ -637,7 +636,7 @@ class ReverifyReward:
             texts = agent_texts(traj)
             first, passive = claims(texts)
             gold_writes = any(a.name in writes for a in task.gold_actions)
-            told = told_outputs(task.expected_outputs, texts, traj.messages) if gold_writes else []
+            told = told_outputs(task.expected_outputs, texts, traj.messages, task_texts(task)) if gold_writes else []
             evidence = first + (passive + [f"expected output {o!r}" for o in told] if gold_writes else [])
             details["claims"] = {"first_person": first[:5], "passive": passive[:5], "expected_outputs_told": told,
                                  "successful_writes": wrote, "final_equals_initial": unchanged}

@@ -4,7 +4,8 @@ Per task family (the grouping the report's per-family table uses: a multi-step f
 of a single-action task) one held-out task, played by the base, the primed and the Dr. GRPO policy
 (one sampled episode each, its seed shown), rendered as chat columns: the user's turns, the agent's
 messages, each tool call with its arguments, each tool output (long ones folded), and the reward with
-the check behind it (each reward component passed or failed).
+the check behind it (each reward component passed or failed, and each asked field's verdict:
+`type: said "lock", expected "light" ✗`).
 
 Which task a family shows (`pick_episodes`): one the primed policy failed and Dr. GRPO solved if there
 is one (the episodes shown are then a failed primed one and a solved Dr. GRPO one), else any other;
@@ -41,6 +42,17 @@ class Pick(BaseModel):
     why: str                          # one of the three labels above, or e.g. "both solved"
     instruction: str = ""
     episodes: dict[str, dict[str, Any] | None]   # policy key -> trajectory row (None: no episode)
+    fields: dict[str, list[str]] = {}            # policy key -> each asked field's verdict line
+
+
+def field_lines(task: Any, row: Mapping[str, Any] | None) -> list[str]:
+    """Each asked field's verdict in an episode, as the communication reward decides it
+    (rewards.field_answers: `type: said "lock", expected "light" ✗`); none for a task that asks no field."""
+    if row is None or not hasattr(task, "expected_outputs"):
+        return []
+    from rewards.field_answers import field_verdicts
+
+    return [c.line() for c in field_verdicts(task, row.get("messages") or [])]
 
 
 def _solved(row: Mapping[str, Any]) -> bool:
@@ -90,8 +102,9 @@ def _choose(rows: Sequence[dict[str, Any]], want: bool | None) -> dict[str, Any]
 def _pick(family: str, task: Any, eps: Mapping[str, Sequence[dict[str, Any]]], why: str) -> Pick:
     want = {PRIMED_FAILED_GRPO_SOLVED: {"sft": False, "grpo": True}, BOTH_FAIL: {"sft": False, "grpo": False}}
     w = want.get(why, {})
+    episodes = {k: _choose(eps.get(k, []), w.get(k)) for k, _ in POLICIES}
     return Pick(family=family, task_id=task.id, why=why, instruction=getattr(task, "instruction", "") or "",
-                episodes={k: _choose(eps.get(k, []), w.get(k)) for k, _ in POLICIES})
+                episodes=episodes, fields={k: field_lines(task, r) for k, r in episodes.items() if r is not None})
 
 
 def pick_episodes(tasks: Sequence[Any], rows: Mapping[str, Sequence[dict[str, Any]]],
@@ -157,15 +170,20 @@ def _components(row: Mapping[str, Any]) -> str:
     return f"<ul class=checks>{''.join(items)}</ul>" if items else ""
 
 
-def render_chat(row: Mapping[str, Any] | None) -> str:
-    """One episode as chat bubbles with its outcome first."""
+def _fields(lines: Sequence[str]) -> str:
+    items = "".join(f"<li class={'pass' if x.endswith('✓') else 'fail'}>{_e(x)}</li>" for x in lines)
+    return f"<ul class=checks>{items}</ul>" if items else ""
+
+
+def render_chat(row: Mapping[str, Any] | None, fields: Sequence[str] = ()) -> str:
+    """One episode as chat bubbles with its outcome first (and each asked field's verdict, `fields`)."""
     if row is None:
         return "<p>no episode</p>"
     ok = _solved(row)
     reward = row.get("reward")
     head = (f"<p class=outcome><b class={'pass' if ok else 'fail'}>{'solved' if ok else 'failed'}</b>, reward "
             f"{'-' if reward is None else f'{float(reward):.2f}'}, seed {_e(row.get('seed'))}, "
-            f"ended: {_e(row.get('termination', ''))}</p>" + _components(row))
+            f"ended: {_e(row.get('termination', ''))}</p>" + _components(row) + _fields(fields))
     if row.get("reward_reason"):
         head += f"<p class=why>{_e(row['reward_reason'])}</p>"
     names = {}
@@ -208,7 +226,8 @@ def render_episodes(picks: Sequence[Pick]) -> str:
         out.append(f"<h3>{_e(p.family)}: task <code>{_e(p.task_id)}</code> ({_e(p.why)})</h3>")
         if p.instruction:
             out.append(f"<p>Instruction: {_e(p.instruction)}</p>")
-        cols = "".join(f"<div><h4>{_e(name)}</h4>{render_chat(p.episodes.get(key))}</div>" for key, name in POLICIES)
+        cols = "".join(f"<div><h4>{_e(name)}</h4>{render_chat(p.episodes.get(key), p.fields.get(key, []))}</div>"
+                       for key, name in POLICIES)
         out.append(f"<div class=episodes>{cols}</div>")
     return "".join(out)
 
@@ -221,7 +240,8 @@ def write_episodes_jsonl(picks: Sequence[Pick], path: Path) -> Path:
                 row = p.episodes.get(key)
                 if row is None:
                     continue
-                head = {"family": p.family, "task_id": p.task_id, "picked": p.why, "policy": key, "policy_name": name}
+                head = {"family": p.family, "task_id": p.task_id, "picked": p.why, "policy": key, "policy_name": name,
+                        "fields": p.fields.get(key, [])}
                 f.write(json.dumps({**row, **head}, ensure_ascii=False) + "\n")
     return path
 

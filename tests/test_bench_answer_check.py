@@ -38,3 +38,16 @@ def test_labels_and_both_rules_on_a_field_answer_with_the_right_word_elsewhere(t
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["rules"]["old"]["false_pos"] == 3 and result["rules"]["old"]["precision"] == 0.5
     assert result["rules"]["new"] == {"precision": 1.0, "recall": 1.0, "true_pos": 3, "false_pos": 0, "false_neg": 0}
+
+
+def test_the_committed_labelled_set_meets_the_targets_and_its_result_is_what_the_code_gives(capsys):
+    from pathlib import Path
+
+    assert answer_check.main(["bench/data/answer_labels_cpu_demo.json"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["episodes"] >= 300 and result["target_met"]
+    new = result["rules"]["new"]
+    assert new["precision"] >= 0.99 and new["recall"] >= 0.97
+    assert result["rules"]["old"]["false_pos"] > 0  # what the old rule got wrong is in the set
+    kept = json.loads(Path("bench/results/answers_cpu_demo.json").read_text())
+    assert kept["rules"] == result["rules"] and kept["success"] == result["success"]

@@ -7,7 +7,7 @@ import pickle
 import anyio
 import pytest
 
-from rewards.field_answers import check_fields, keyed, names_field
+from rewards.field_answers import check_fields, keyed, names_field, records_named
 from rewards.field_answers import told_outputs
 from rewards.verifiable import CommunicationReward, agent_texts
 from synth.episode import Trajectory
@@ -119,3 +119,32 @@ def test_the_claims_check_counts_told_outputs_by_the_same_rule():
 def test_check_fields_reports_what_was_said():
     [c] = check_fields(['"type": "lock"'], [F("light", "type")])
     assert c.line() == 'type: said "lock", expected "light" ✗'
+
+
+def test_prose_about_a_record_the_task_does_not_name_tells_nothing():
+    # the held-out episode the first cut of the rule called solved (read_report-t202-00159): asked the
+    # mode of TH-2 (the guest annex thermostat), the agent listed both thermostats and spoke of TH-1
+    listing = {"devices": [THERMO | {"mode": "off"},
+                           {"device_id": "TH-2", "type": "thermostat", "name": "Guest annex thermostat",
+                            "room": "annex", "mode": "off"}]}
+    t = Task.model_validate(task([F("off", "mode")]).model_dump() | {
+        "instruction": 'Tell me the "mode" of the device whose name is Guest annex thermostat.',
+        "gold_actions": [{"name": "get_home_device_status", "arguments": {"device_id": "TH-2"}}]})
+
+    def ep(answer):
+        traj = episode(THERMO, answer)
+        traj.messages[2]["content"] = json.dumps(listing)
+        return traj
+
+    assert score(t, ep("Check: TH-1 has mode off, as asked. All done."), by_field=False).score == 1.0
+    assert score(t, ep("Check: TH-1 has mode off, as asked. All done.")).score == 0.0
+    assert score(t, ep("The Main thermostat is off.")).score == 0.0
+    # the asked record, by id or by name, or a sentence naming both, tells it; so does a keyed answer
+    for told in ("Check: TH-2 has mode off.", "The Guest annex thermostat is off.",
+                 "TH-1 is auto but TH-2 is off.", 'Check: TH-1 listed. "mode": "off"'):
+        assert score(t, ep(told)).score == 1.0, told
+    # with nothing to say which records are the task's, prose is not told apart (the rule as before)
+    assert check_fields(["Check: TH-1 has mode off."], [F("off", "mode")],
+                        tool_results=[("device_id", "TH-1"), ("device_id", "TH-2")])[0].told
+    assert records_named(ep("").messages, [t.instruction, "TH-2"]) == (
+        ["TH-2", "Guest annex thermostat"], ["TH-1", "Main thermostat"])

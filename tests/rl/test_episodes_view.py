@@ -103,3 +103,28 @@ def test_jsonl_and_section_from_a_demo_folder(tmp_path):
     assert episodes_section(tmp_path / "nothing") == "<p>No held-out episodes to show.</p>"
     write_episodes_jsonl([], tmp_path / "empty.jsonl")
     assert (tmp_path / "empty.jsonl").read_text() == ""
+
+
+def test_each_asked_field_gets_its_verdict_in_the_chat_and_the_jsonl(tmp_path):
+    from synth.task_models import FieldValue
+    from synth.tasks import Rubric, Task, UserScenario
+
+    t = Task(id="read_report-t200-00158", domain="home_devices", seed=1, persona="p",
+             instruction='Please tell me the "type" and the "room" of LT-2.',
+             user_scenario=UserScenario(persona="p", reason_for_call="r", task_instructions="t"),
+             gold_actions=[{"name": "get_home_device_status", "arguments": {"device_id": "LT-2"}}],
+             expected_outputs=[FieldValue("light", "type"), FieldValue("porch", "room")], rubric=Rubric(),
+             tools=["get_home_device_status"], difficulty="easy")
+    record = json.dumps({"device_id": "LT-2", "type": "light", "name": "Porch light", "room": "porch"})
+    wrong = _row(t.id, True, 7, out=record, text='All done. "type": "lock", "name": "Porch light"')
+    right = _row(t.id, True, 8, out=record, text='"type": "light", "room": "porch"')
+    picks = pick_episodes([t], {"sft": [wrong], "grpo": [right]}, family=lambda _t: "read_report")
+    assert picks[0].fields["sft"] == ['type: said "lock", expected "light" ✗', 'room: not said, expected "porch" ✗']
+    assert picks[0].fields["grpo"] == ['type: said "light", expected "light" ✓', 'room: said "porch", expected "porch" ✓']
+    html_text = render_episodes(picks)
+    assert "type: said &quot;lock&quot;, expected &quot;light&quot; ✗" in html_text
+    lines = [json.loads(x) for x in write_episodes_jsonl(picks, tmp_path / "e.jsonl").read_text().splitlines()]
+    assert {x["policy"]: x["fields"][0] for x in lines} == {"sft": 'type: said "lock", expected "light" ✗',
+                                                            "grpo": 'type: said "light", expected "light" ✓'}
+    # a task that asks no field shows none
+    assert render_chat(wrong) == render_chat(wrong, [])

@@ -177,7 +177,12 @@ def test_dataset_loads_with_prompt_and_tools(exported: Path, made: TaskSynthesis
     assert [t["function"]["name"] for t in tools] == task.tools
     assert all(t["type"] == "function" and t["function"]["parameters"]["type"] == "object" for t in tools)
     assert [Action(**a) for a in json.loads(row["gold_actions"])] == task.gold_actions
-    assert json.loads(row["expected_outputs"]) == task.expected_outputs
+    from synth.task_models import output_json, output_of
+
+    assert json.loads(row["expected_outputs"]) == [output_json(o) for o in task.expected_outputs]
+    # the field travels: read back, each output is bound to the same field
+    back = [output_of(o) for o in json.loads(row["expected_outputs"])]
+    assert [getattr(o, "field", None) for o in back] == [getattr(o, "field", None) for o in task.expected_outputs]
     pq = datasets.Dataset.from_parquet(str(exported / "tasks.parquet"))
     assert pq["id"] == ds["id"]
     summary = json.loads((exported / "summary.json").read_text())
